@@ -1,0 +1,440 @@
+"""Train the ``date-iso`` LoRA adapter on the embedded SmolLM2-135M-Instruct, on CPU, in a few minutes.
+
+Task: normalise a human-written date to ISO 8601 (``YYYY-MM-DD``) and stop right after it.
+
+* Prompts are built exactly as the plugin builds them (``build_prompt``), so the adapter is trained on the
+  very token sequence it is evaluated on; the target is the date followed by the EOS token, because the
+  base model rambles on after the answer and the benchmark compares the whole output.
+* Replay against forgetting: the base model's own greedy answers to ~300 unrelated prompts (arithmetic,
+  short general-knowledge answers, rewrites) are mixed into every batch. Their loss is near zero for the
+  untouched model, so they only pull back when the adapter starts to change behaviour off-task. The
+  answers are generated once and cached in ``data/replay_answers.jsonl``.
+* Seeded; loss only on answer tokens; LoRA on the attention and MLP projections of the top layers only,
+  so that backward stops there (the lower layers carry no trainable parameter) and training stays short.
+
+Writes ``adapter_config.json``, ``adapter_model.safetensors`` and ``metadata.json`` into ``--out``.
+
+Usage (from the repository root): ``python adapters/date-iso/train.py``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATA_DIR = HERE / "data"
+TRAIN_FILE = DATA_DIR / "train.jsonl"
+REPLAY_PROMPTS_FILE = DATA_DIR / "replay_prompts.jsonl"
+REPLAY_ANSWERS_FILE = DATA_DIR / "replay_answers.jsonl"
+
+ADAPTER_NAME = "date-iso"
+ADAPTER_VERSION = "1.0.0"
+TASK = "Normalise a human-written date to ISO 8601 (YYYY-MM-DD); reply with the date only."
+TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# What peft writes besides the weights: a boilerplate model card (README.md) that we do not ship.
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+MAX_ADAPTER_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training sequence: prompt tokens (no loss) followed by target tokens (loss)."""
+
+    prompt_ids: list[int]
+    target_ids: list[int]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob that changes the trained weights; recorded in metadata.json."""
+
+    steps: int
+    batch_size: int
+    replay_per_batch: int
+    lr: float
+    warmup_steps: int
+    weight_decay: float
+    rank: int
+    alpha: int
+    dropout: float
+    top_layers: int
+    seed: int
+    bf16: bool
+    replay_max_new_tokens: int
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, default=Path("adapters/date-iso"), help="adapter folder to write")
+    parser.add_argument("--steps", type=int, default=70, help="optimizer steps")
+    parser.add_argument("--batch-size", type=int, default=16, help="rows per step, replay rows included")
+    parser.add_argument("--replay-per-batch", type=int, default=4, help="replay rows in each batch")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="linear warmup, then linear decay to 0")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--rank", type=int, default=16, help="LoRA rank")
+    parser.add_argument("--alpha", type=int, default=32, help="LoRA alpha (scale = alpha / rank)")
+    parser.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
+    parser.add_argument("--top-layers", type=int, default=10, help="adapt only the top N decoder layers")
+    parser.add_argument("--seed", type=int, default=8601)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--no-bf16", dest="bf16", action="store_false", help="train in float32 instead of bf16 autocast"
+    )
+    parser.add_argument(
+        "--replay-max-new-tokens", type=int, default=48, help="length cap of the base model's replay answers"
+    )
+    parser.add_argument(
+        "--regenerate-replay", action="store_true", help=f"ignore the cache {REPLAY_ANSWERS_FILE.name}"
+    )
+    args = parser.parse_args(argv)
+    if not 0 <= args.replay_per_batch < args.batch_size:
+        parser.error("--replay-per-batch must be >= 0 and smaller than --batch-size")
+    if args.steps < 1 or args.rank < 1 or args.top_layers < 1:
+        parser.error("--steps, --rank and --top-layers must be positive")
+    return args
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed every RNG training touches (LoRA init, dropout, batch order)."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    # warn_only: a few CPU kernels have no deterministic variant; they are bitwise stable in practice on
+    # a fixed thread count, and failing the run over them would help nobody.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def replay_answers(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    max_new_tokens: int,
+    regenerate: bool,
+) -> list[dict[str, Any]]:
+    """The base model's greedy answers to the replay prompts, from the cache when it matches the prompts."""
+    from pytest_llmeval.generation import build_prompt, generate
+
+    prompts = read_jsonl(REPLAY_PROMPTS_FILE)
+    if REPLAY_ANSWERS_FILE.is_file() and not regenerate:
+        cached = read_jsonl(REPLAY_ANSWERS_FILE)
+        # The cache is only as good as its match with the prompts (make_data.py may have changed them).
+        same = len(cached) == len(prompts) and all(
+            c["instruction"] == p["instruction"]
+            and c["input"] == p["input"]
+            and c["max_new_tokens"] == max_new_tokens
+            for c, p in zip(cached, prompts, strict=True)
+        )
+        if same:
+            print(f"replay: {len(cached)} cached answers from {REPLAY_ANSWERS_FILE.relative_to(ROOT)}")
+            return cached
+    start = time.perf_counter()
+    texts = [build_prompt(tokenizer, p["instruction"], p["input"]) for p in prompts]
+    outputs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens, batch_size=16)
+    stopped = stopped_naturally(model, tokenizer, texts, outputs, max_new_tokens=max_new_tokens)
+    rows = [
+        {
+            "instruction": p["instruction"],
+            "input": p["input"],
+            "output": out,
+            "stopped": stop,
+            "max_new_tokens": max_new_tokens,
+        }
+        for p, out, stop in zip(prompts, outputs, stopped, strict=True)
+    ]
+    tmp = REPLAY_ANSWERS_FILE.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, REPLAY_ANSWERS_FILE)
+    print(
+        f"replay: generated {len(rows)} answers in {time.perf_counter() - start:.0f}s "
+        f"({sum(stopped)} stopped at EOS, {len(rows) - sum(stopped)} cut at {max_new_tokens} tokens)"
+    )
+    return rows
+
+
+def stopped_naturally(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    max_new_tokens: int,
+) -> list[bool]:
+    """Whether the base model ends its turn right after each answer (greedy next token is an EOS).
+
+    `generate` returns text only, so whether an answer hit EOS or the length cap is recovered here: one
+    teacher-forced pass over prompt + answer, asking if greedy decoding would emit EOS next. That is also
+    exactly the question replay needs answered: append EOS to the target only where the base would.
+    """
+    import torch
+
+    eos_ids = {int(tokenizer.eos_token_id)}
+    cfg_eos = model.generation_config.eos_token_id
+    eos_ids.update(int(e) for e in (cfg_eos if isinstance(cfg_eos, list) else [cfg_eos]) if e is not None)
+    result: list[bool] = []
+    for start in range(0, len(prompts), 16):
+        seqs = [
+            tokenizer(p, add_special_tokens=False)["input_ids"] + answer_ids(tokenizer, o)
+            for p, o in zip(prompts[start : start + 16], outputs[start : start + 16], strict=True)
+        ]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), int(tokenizer.pad_token_id), dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)  # (B, T)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.tensor(s)  # right padded: the last real token sits at len(s) - 1
+            mask[r, : len(s)] = 1
+        with torch.inference_mode():
+            logits = model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
+        for r, s in enumerate(seqs):
+            result.append(int(logits[r, len(s) - 1].argmax()) in eos_ids)
+    # An answer re-tokenised to the full cap cannot have stopped inside it, whatever comes next.
+    return [
+        stop and len(answer_ids(tokenizer, o)) < max_new_tokens
+        for stop, o in zip(result, outputs, strict=True)
+    ]
+
+
+def answer_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def build_examples(
+    tokenizer: PreTrainedTokenizerBase, rows: Sequence[dict[str, Any]], *, eos: Sequence[bool]
+) -> list[Example]:
+    """Tokenise prompt and answer separately, so the loss mask falls exactly on the answer's tokens."""
+    from pytest_llmeval.generation import build_prompt
+
+    examples = []
+    for row, add_eos in zip(rows, eos, strict=True):
+        prompt = tokenizer(
+            build_prompt(tokenizer, row["instruction"], row["input"]), add_special_tokens=False
+        )
+        target = answer_ids(tokenizer, row["output"])
+        if add_eos:
+            target = [*target, int(tokenizer.eos_token_id)]
+        examples.append(Example(prompt_ids=prompt["input_ids"], target_ids=target))
+    return examples
+
+
+def collate(batch: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded input_ids, attention_mask and labels (-100 on prompt and padding)."""
+    import torch
+
+    width = max(len(e.prompt_ids) + len(e.target_ids) for e in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)  # (B, T)
+    for r, e in enumerate(batch):
+        seq = e.prompt_ids + e.target_ids
+        ids[r, : len(seq)] = torch.tensor(seq)
+        mask[r, : len(seq)] = 1
+        labels[r, len(e.prompt_ids) : len(seq)] = torch.tensor(e.target_ids)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+class Sampler:
+    """Endless seeded stream of shuffled indices: every row is seen once before any row is seen twice."""
+
+    def __init__(self, n: int, rng: random.Random) -> None:
+        self.n, self.rng, self.queue = n, rng, list[int]()
+
+    def take(self, k: int) -> list[int]:
+        out: list[int] = []
+        while len(out) < k:
+            if not self.queue:
+                self.queue = list(range(self.n))
+                self.rng.shuffle(self.queue)
+            out.append(self.queue.pop())
+        return out
+
+
+def lr_factor(step: int, *, warmup: int, total: int) -> float:
+    """Linear warmup to the peak, then linear decay to zero at the last step."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def train(args: argparse.Namespace) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from pytest_llmeval.models import EMBEDDED_ALIAS, ModelSpec, load
+
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        replay_per_batch=args.replay_per_batch,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        weight_decay=args.weight_decay,
+        rank=args.rank,
+        alpha=args.alpha,
+        dropout=args.dropout,
+        top_layers=args.top_layers,
+        seed=args.seed,
+        bf16=args.bf16,
+        replay_max_new_tokens=args.replay_max_new_tokens,
+    )
+    started = time.perf_counter()
+    # The same loader the plugin uses: fp32 on CPU, the embedded model, its tokenizer set up for batches.
+    loaded = load(ModelSpec(device="cpu", dtype="float32"))
+    model, tokenizer = loaded.model, loaded.tokenizer
+    replay_rows = replay_answers(
+        model, tokenizer, max_new_tokens=cfg.replay_max_new_tokens, regenerate=args.regenerate_replay
+    )
+    train_rows = read_jsonl(TRAIN_FILE)
+    task = build_examples(tokenizer, train_rows, eos=[True] * len(train_rows))
+    replay = build_examples(tokenizer, replay_rows, eos=[bool(r["stopped"]) for r in replay_rows])
+
+    # load() switches autograd off process-wide (inference only); training needs it back on.
+    torch.set_grad_enabled(True)
+    seed_everything(cfg.seed)
+    n_layers = int(model.config.num_hidden_layers)
+    lora = LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=list(TARGET_MODULES),
+        layers_to_transform=list(range(n_layers - cfg.top_layers, n_layers)),
+        layers_pattern="layers",
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    peft_model = get_peft_model(model, lora)
+    peft_model.print_trainable_parameters()
+    peft_model.train()
+    params = [p for p in peft_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = random.Random(cfg.seed)
+    task_stream, replay_stream = Sampler(len(task), rng), Sampler(len(replay), rng)
+    pad_id = int(tokenizer.pad_token_id)
+
+    train_start = time.perf_counter()
+    window: list[float] = []
+    for step in range(cfg.steps):
+        batch = [task[i] for i in task_stream.take(cfg.batch_size - cfg.replay_per_batch)]
+        batch += [replay[i] for i in replay_stream.take(cfg.replay_per_batch)]
+        inputs = collate(batch, pad_id)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * lr_factor(step, warmup=cfg.warmup_steps, total=cfg.steps)
+        # bf16 autocast roughly halves the step time on CPU; the LoRA weights and AdamW state stay fp32.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            # Token-weighted mean over every answer token of the batch (labels are shifted inside).
+            loss = peft_model(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        window.append(float(loss))
+        if (step + 1) % 10 == 0 or step + 1 == cfg.steps:
+            print(
+                f"step {step + 1:4d}/{cfg.steps}  loss {sum(window) / len(window):.4f}  "
+                f"lr {optimizer.param_groups[0]['lr']:.2e}  {time.perf_counter() - train_start:.0f}s",
+                flush=True,
+            )
+            window.clear()
+    train_seconds = time.perf_counter() - train_start
+
+    # The plugin resolves this alias to the embedded model; peft would otherwise record the cache path.
+    peft_model.peft_config["default"].base_model_name_or_path = EMBEDDED_ALIAS
+    save_adapter(peft_model, args.out)
+    metadata = {
+        "name": ADAPTER_NAME,
+        "version": ADAPTER_VERSION,
+        "task": TASK,
+        "base_model": EMBEDDED_ALIAS,
+        "training": {
+            **asdict(cfg),
+            "lora": {
+                "r": cfg.rank,
+                "alpha": cfg.alpha,
+                "dropout": cfg.dropout,
+                "target_modules": list(TARGET_MODULES),
+                "layers": lora.layers_to_transform,
+            },
+            "replay_fraction": cfg.replay_per_batch / cfg.batch_size,
+            "optimizer": "AdamW, linear warmup then linear decay, grad clip 1.0",
+            "loss": "cross-entropy on answer tokens only; EOS after every date and after replay answers "
+            "where the base stopped",
+            "data": {
+                str(p.relative_to(ROOT)): sha256_file(p)
+                for p in (TRAIN_FILE, REPLAY_PROMPTS_FILE, REPLAY_ANSWERS_FILE)
+            },
+            "threads": args.threads,
+            "train_seconds": round(train_seconds, 1),
+            "wall_seconds": round(time.perf_counter() - started, 1),
+            "versions": {
+                name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")
+            },
+            "command": "python adapters/date-iso/train.py " + " ".join(sys.argv[1:]),
+        },
+    }
+    (args.out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    size = (args.out / "adapter_model.safetensors").stat().st_size
+    print(f"saved {args.out}: adapter {size / 1e6:.2f} MB, training {train_seconds:.0f}s")
+
+
+def save_adapter(peft_model: Any, out: Path) -> None:
+    """save_pretrained into a scratch folder, then move only the adapter files into `out`, each atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out))
+    try:
+        # fp32 as trained: the plugin loads the base in fp32 on CPU, and the file is well under the cap.
+        peft_model.save_pretrained(str(tmp))
+        config = json.loads((tmp / "adapter_config.json").read_text(encoding="utf-8"))
+        base = peft_model.peft_config["default"].base_model_name_or_path
+        if config.get("base_model_name_or_path") != base:  # peft versions differ in what they record
+            config["base_model_name_or_path"] = base
+            (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        size = (tmp / "adapter_model.safetensors").stat().st_size
+        if size > MAX_ADAPTER_BYTES:
+            raise SystemExit(
+                f"adapter is {size / 1e6:.1f} MB, over the 10 MB cap: lower --rank or --top-layers"
+            )
+        for name in ADAPTER_FILES:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Train the adapter and write it, with metadata.json, into --out."""
+    args = parse_args(argv)
+    # Run from anywhere: the plugin package lives at the repository root.
+    sys.path.insert(0, str(ROOT))
+    train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""Repo-level test configuration: pytester for testing the plugin itself."""
+
+pytest_plugins = ["pytester"]

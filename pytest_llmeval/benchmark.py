@@ -1,0 +1,201 @@
+"""Benchmark files: JSONL rows -> Case dataclasses, validated, with `file:line` errors.
+
+Pure: no pytest, no torch. The collector in items.py turns each Case into one test item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+
+REQUIRED_FIELDS: tuple[str, ...] = (
+    "id",
+    "instruction",
+    "input",
+    "expected_output",
+    "evaluation_type",
+    "difficulty",
+)
+OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags")
+# `input` may be empty: instruction-only prompts are common in the LocoLLM format.
+MAY_BE_EMPTY: frozenset[str] = frozenset({"input"})
+
+# Ids become the last part of a pytest node id (`file::id`): "::", "/", whitespace and brackets would make
+# node ids ambiguous for -k, --lf and xdist, so they are refused at collection.
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+# A validator raises ValueError with a one-line reason when an evaluation_config is invalid.
+ConfigValidator = Callable[[Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark row."""
+
+    id: str
+    instruction: str
+    input: str
+    expected_output: str
+    evaluation_type: str
+    difficulty: str
+    line: int  # 1-based line number in the file, for error messages
+    evaluation_config: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A parsed benchmark file."""
+
+    path: Path
+    sha256: str  # "sha256:<hex>" of the file's bytes, as results.json reports it
+    cases: tuple[Case, ...]
+
+
+class BenchmarkError(Exception):
+    """A benchmark file is invalid; `problems` holds every `file:line: reason` found."""
+
+    def __init__(self, path: Path, problems: list[tuple[int, str]]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__("\n".join(f"{path}:{line}: {reason}" for line, reason in problems))
+
+
+def file_hash(data: bytes) -> str:
+    """The content hash results.json records for a benchmark file."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Benchmark:
+    """Parse and validate a JSONL benchmark; raises BenchmarkError listing every bad line."""
+    data = path.read_bytes()
+    problems: list[tuple[int, str]] = []
+    try:
+        # utf-8-sig drops a leading BOM, which editors on Windows like to write.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad_line = data[: exc.start].count(b"\n") + 1
+        raise BenchmarkError(path, [(bad_line, f"not valid UTF-8 ({exc.reason})")]) from None
+
+    cases: list[Case] = []
+    first_line_of_id: dict[str, int] = {}
+    # splitlines() would also split on \x0b, \x1c and friends inside JSON strings; only \n ends a row.
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        row = raw.rstrip("\r")
+        if not row.strip():
+            continue
+        try:
+            obj = json.loads(row)
+        except json.JSONDecodeError as exc:
+            problems.append((lineno, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        if not isinstance(obj, dict):
+            problems.append((lineno, f"expected a JSON object, got {type(obj).__name__}"))
+            continue
+        case, reasons = _parse_row(obj, lineno, validators)
+        problems.extend((lineno, r) for r in reasons)
+        if case is None:
+            continue
+        if case.id in first_line_of_id:
+            problems.append(
+                (lineno, f"duplicate id '{case.id}' (first used on line {first_line_of_id[case.id]})")
+            )
+            continue
+        first_line_of_id[case.id] = lineno
+        cases.append(case)
+
+    if not problems and not cases:
+        problems.append((1, "empty benchmark file: expected one JSON object per line"))
+    if problems:
+        raise BenchmarkError(path, problems)
+    return Benchmark(path=path, sha256=file_hash(data), cases=tuple(cases))
+
+
+def _parse_row(
+    obj: dict[str, Any], lineno: int, validators: Mapping[str, ConfigValidator]
+) -> tuple[Case | None, list[str]]:
+    """Validate one row; returns the Case (None when invalid) and every reason it is invalid."""
+    reasons: list[str] = []
+    known = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
+    for key in obj:
+        if key not in known:
+            reasons.append(f"unknown field '{key}' (known: {', '.join(REQUIRED_FIELDS + OPTIONAL_FIELDS)})")
+    for key in REQUIRED_FIELDS:
+        if key not in obj:
+            reasons.append(f"missing required field '{key}'")
+        elif not isinstance(obj[key], str):
+            reasons.append(f"field '{key}' must be a string, got {_json_type(obj[key])}")
+        elif key not in MAY_BE_EMPTY and not obj[key].strip():
+            reasons.append(f"field '{key}' is empty")
+    if reasons:
+        return None, reasons
+
+    row_id: str = obj["id"]
+    if not _ID_RE.match(row_id):
+        reasons.append(
+            f"invalid id '{row_id}': use letters, digits and . _ + - (no spaces, '/' or '::'), "
+            "starting with a letter or digit"
+        )
+    difficulty: str = obj["difficulty"]
+    if difficulty not in DIFFICULTIES:
+        reasons.append(f"unknown difficulty '{difficulty}' (expected one of: {', '.join(DIFFICULTIES)})")
+
+    config = obj.get("evaluation_config", {})
+    if not isinstance(config, dict):
+        reasons.append(f"field 'evaluation_config' must be an object, got {_json_type(config)}")
+        config = {}
+    evaluation_type: str = obj["evaluation_type"]
+    validator = validators.get(evaluation_type)
+    if validator is None:
+        reasons.append(
+            f"unknown evaluation_type '{evaluation_type}' (supported: {', '.join(sorted(validators))})"
+        )
+    else:
+        try:
+            validator(config)
+        except ValueError as exc:
+            reasons.append(f"evaluation_config: {exc}")
+
+    tags = obj.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
+        reasons.append(f"field 'tags' must be a list of non-empty strings, got {json.dumps(tags)}")
+        tags = []
+
+    if reasons:
+        return None, reasons
+    return (
+        Case(
+            id=row_id,
+            instruction=obj["instruction"],
+            input=obj["input"],
+            expected_output=obj["expected_output"],
+            evaluation_type=evaluation_type,
+            difficulty=difficulty,
+            line=lineno,
+            evaluation_config=config,
+            tags=tuple(tags),
+        ),
+        [],
+    )
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a Python value's type, for messages users read against their file."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "string"

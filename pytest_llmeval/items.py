@@ -1,0 +1,125 @@
+"""Collection nodes: a benchmark file (pytest.File) and one test item per row (pytest.Item).
+
+Shaped after pytest's non-python example: collect() yields items with keyword-only data, runtest() raises
+a domain exception, repr_failure() turns it into a short report, reportinfo() names the file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.benchmark import BenchmarkError, Case, load_benchmark
+from pytest_llmeval.models import ModelError
+from pytest_llmeval.runner import EvalRun, RowResult
+from pytest_llmeval.scorers import SCORERS
+
+RUN_KEY = pytest.StashKey[EvalRun]()
+
+
+class RowFailed(Exception):
+    """The evaluated model's score is below the row's threshold."""
+
+    def __init__(self, result: RowResult) -> None:
+        self.result = result
+        super().__init__(result.record["id"])
+
+
+class RowError(Exception):
+    """The row could not be scored (a scorer raised, or the model could not load); message is complete."""
+
+
+class BenchmarkFile(pytest.File):
+    """A JSONL benchmark: each valid row becomes a CaseItem; any invalid row fails this file's collection."""
+
+    def collect(self) -> Iterator[CaseItem]:
+        try:
+            benchmark = load_benchmark(self.path, {name: s.validate for name, s in SCORERS.items()})
+        except BenchmarkError as exc:
+            # Name the file relative to the rootdir, as the user typed it, with the line of every problem.
+            rel = self.nodeid
+            raise self.CollectError(
+                "\n".join(f"{rel}:{line}: {reason}" for line, reason in exc.problems)
+            ) from None
+        except OSError as exc:
+            raise self.CollectError(f"{self.nodeid}: cannot read ({exc})") from None
+        for case in benchmark.cases:
+            yield CaseItem.from_parent(self, name=case.id, case=case)
+
+
+class CaseItem(pytest.Item):
+    """One benchmark row: generated in its chunk's batch, scored, passed when it reaches the threshold."""
+
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.llmeval_record: dict[str, Any] | None = None
+        # `-m hard`, `-m exact_match`: markers are registered in plugin.pytest_configure.
+        self.add_marker(case.difficulty)
+        self.add_marker(case.evaluation_type)
+        # Tags are free text, so they are keywords (`-k edge`) rather than markers that need registering.
+        for tag in case.tags:
+            self.extra_keyword_matches.add(tag)
+
+    @property
+    def benchmark(self) -> str:
+        return self.nodeid.split("::", 1)[0]
+
+    def runtest(self) -> None:
+        run = self.config.stash[RUN_KEY]
+        try:
+            result = run.score_row(self.nodeid)
+        except ModelError as exc:
+            # The model is shared by every row: once it cannot load, stop instead of failing each row alike.
+            self.session.shouldstop = f"llmeval: model could not be loaded: {exc}"
+            raise RowError(str(exc)) from None
+        self.llmeval_record = result.record
+        if result.error is not None:
+            raise RowError(result.error)
+        if result.score is not None and not result.score.passed:
+            raise RowFailed(result)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str:
+        if isinstance(excinfo.value, RowFailed):
+            return self._describe(excinfo.value.result)
+        if isinstance(excinfo.value, RowError):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style=style))
+
+    def _describe(self, result: RowResult) -> str:
+        """Prompt, output, extracted answer, expected answer, score and threshold: what a reader needs."""
+        case = self.case
+        record = result.record
+        assert result.score is not None
+        who = "adapter" if record["adapter"] is not None else "base"
+        details = result.score.details
+        lines = [
+            f"{self.benchmark}:{case.line}: {case.id} [{case.evaluation_type}, {case.difficulty}] "
+            f"scored {result.score.value:.3g} < threshold {result.score.threshold:.3g} ({who})",
+            f"  instruction: {case.instruction!r}",
+        ]
+        if case.input:
+            lines.append(f"  input:       {case.input!r}")
+        lines.append(f"  expected:    {case.expected_output!r}")
+        lines.append(f"  output:      {record[who]['output']!r}")
+        if "extracted" in details:
+            lines.append(f"  extracted:   {details['extracted']!r}")
+        if "normalized_prediction" in details:
+            compared = f"{details['normalized_prediction']!r} vs {details.get('normalized_expected')!r}"
+            lines.append(f"  compared:    {compared}")
+        if "reason" in details:
+            lines.append(f"  reason:      {details['reason']}")
+        if who == "adapter":
+            base = record["base"]
+            base_value = base["score"]["value"] if base["score"] else None
+            lines.append(f"  base output: {base['output']!r} (score {base_value})")
+        return "\n".join(lines)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self.case.line - 1, f"{self.benchmark}::{self.case.id}"

