@@ -29,7 +29,7 @@ MAY_BE_EMPTY: frozenset[str] = frozenset({"input"})
 
 # Ids become the last part of a pytest node id (`file::id`): "::", "/", whitespace and brackets would make
 # node ids ambiguous for -k, --lf and xdist, so they are refused at collection.
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 # A validator raises ValueError with a one-line reason when an evaluation_config is invalid.
 ConfigValidator = Callable[[Mapping[str, Any]], None]
@@ -81,7 +81,9 @@ def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Ben
         # utf-8-sig drops a leading BOM, which editors on Windows like to write.
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        bad_line = data[: exc.start].count(b"\n") + 1
+        # utf-8-sig counts positions after the BOM it skipped.
+        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        bad_line = data[:offset].count(b"\n") + 1
         raise BenchmarkError(path, [(bad_line, f"not valid UTF-8 ({exc.reason})")]) from None
 
     cases: list[Case] = []
@@ -97,7 +99,7 @@ def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Ben
             problems.append((lineno, f"invalid JSON: {exc.msg} (column {exc.colno})"))
             continue
         if not isinstance(obj, dict):
-            problems.append((lineno, f"expected a JSON object, got {type(obj).__name__}"))
+            problems.append((lineno, f"expected a JSON object, got {_json_type(obj)}"))
             continue
         case, reasons = _parse_row(obj, lineno, validators)
         problems.extend((lineno, r) for r in reasons)
@@ -138,9 +140,9 @@ def _parse_row(
         return None, reasons
 
     row_id: str = obj["id"]
-    if not _ID_RE.match(row_id):
+    if not _ID_RE.fullmatch(row_id):
         reasons.append(
-            f"invalid id '{row_id}': use letters, digits and . _ + - (no spaces, '/' or '::'), "
+            f"invalid id {row_id!r}: use letters, digits and . _ + - (no spaces, '/' or '::'), "
             "starting with a letter or digit"
         )
     difficulty: str = obj["difficulty"]

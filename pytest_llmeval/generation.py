@@ -6,6 +6,7 @@ torch is imported inside the functions; shapes are noted as (B, T) = (batch, tok
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,9 @@ def generate(
             eos_token_id=eos_ids,
             pad_token_id=pad_id,
         )
-        with torch.inference_mode():
+        with torch.inference_mode(), warnings.catch_warnings():
+            # peft asks transformers a deprecated question on every generate(); users cannot act on it.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             out = model.generate(  # type: ignore[operator]
                 input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config
             )  # (B, T + new)

@@ -235,8 +235,8 @@ class EvalRun:
             "cpu_count": os.cpu_count(),
             "platform": platform.platform(),
             "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
+            "torch": str(torch.__version__),  # a TorchVersion, which execnet cannot send
+            "transformers": str(transformers.__version__),
         }
         meta["inference_config"]["device"] = str(device)
         meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
