@@ -25,6 +25,7 @@ import importlib.metadata
 import json
 import os
 import random
+import shlex
 import shutil
 import sys
 import tempfile
@@ -356,7 +357,7 @@ def train(args: argparse.Namespace) -> None:
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        window.append(float(loss))
+        window.append(float(loss.detach()))
         if (step + 1) % 10 == 0 or step + 1 == cfg.steps:
             print(
                 f"step {step + 1:4d}/{cfg.steps}  loss {sum(window) / len(window):.4f}  "
@@ -397,7 +398,7 @@ def train(args: argparse.Namespace) -> None:
             "versions": {
                 name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")
             },
-            "command": "python adapters/date-iso/train.py " + " ".join(sys.argv[1:]),
+            "command": shlex.join(["python", "adapters/date-iso/train.py", *sys.argv[1:]]),
         },
     }
     (args.out / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
@@ -413,16 +414,22 @@ def save_adapter(peft_model: Any, out: Path) -> None:
         # fp32 as trained: the plugin loads the base in fp32 on CPU, and the file is well under the cap.
         peft_model.save_pretrained(str(tmp))
         config = json.loads((tmp / "adapter_config.json").read_text(encoding="utf-8"))
-        base = peft_model.peft_config["default"].base_model_name_or_path
-        if config.get("base_model_name_or_path") != base:  # peft versions differ in what they record
-            config["base_model_name_or_path"] = base
-            (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        # Some peft versions record the loaded folder instead of what we set; the plugin needs the alias.
+        config["base_model_name_or_path"] = peft_model.peft_config["default"].base_model_name_or_path
+        # peft keeps target_modules as a set and writes it in hash order, which changes from run to run;
+        # sorted, a retrain with the same seed reproduces the committed file byte for byte.
+        if isinstance(config.get("target_modules"), list):
+            config["target_modules"] = sorted(config["target_modules"])
+        text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        (tmp / "adapter_config.json").write_text(text, encoding="utf-8")
         size = (tmp / "adapter_model.safetensors").stat().st_size
         if size > MAX_ADAPTER_BYTES:
             raise SystemExit(
                 f"adapter is {size / 1e6:.1f} MB, over the 10 MB cap: lower --rank or --top-layers"
             )
         for name in ADAPTER_FILES:
+            # safetensors writes 0600; the adapter is meant to be read by anyone who checks it out.
+            os.chmod(tmp / name, 0o644)
             os.replace(tmp / name, out / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -431,6 +438,9 @@ def save_adapter(peft_model: Any, out: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Train the adapter and write it, with metadata.json, into --out."""
     args = parse_args(argv)
+    # Before torch loads OpenMP: spinning worker threads collapse when another process shares the two
+    # cores (10 steps took 62s instead of 22s next to one busy process; 35s with passive waiting).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # Run from anywhere: the plugin package lives at the repository root.
     sys.path.insert(0, str(ROOT))
     train(args)

