@@ -6,17 +6,21 @@ torch is imported inside the functions; shapes are noted as (B, T) = (batch, tok
 from __future__ import annotations
 
 import hashlib
+import inspect
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 # Used when the tokenizer has no chat template (base, non-instruct models). Alpaca-style, since that is
 # what most instruction-tuned adapters of plain models were trained on.
 PLAIN_TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
+# Below this, splitting the prompt into a shared and an own part costs more than it saves.
+MIN_SHARED_PREFIX = 8
 PLAIN_TEMPLATE_NO_INPUT = "### Instruction:\n{instruction}\n\n### Response:\n"
 
 
@@ -77,12 +81,10 @@ def generate(
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
-    `max_new_tokens` may differ per prompt: a batch decodes up to its largest limit and each row is cut at
-    its own, which gives exactly what decoding with the smaller limit gives (greedy decoding is causal).
+    `max_new_tokens` may differ per prompt: each row leaves its batch at its own limit or at EOS.
     Chat-templated prompts carry their own special tokens, hence add_special_tokens=False by default.
     """
     import torch
-    from transformers import GenerationConfig
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -98,38 +100,121 @@ def generate(
     outputs: list[str] = [""] * len(prompts)
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
-        width = max(len(encoded[i]) for i in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T), left padded
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
-        for r, i in enumerate(rows):
-            n = len(encoded[i])
-            ids[r, width - n :] = torch.tensor(encoded[i], dtype=torch.long)
-            mask[r, width - n :] = 1
-        limit = max(limits[i] for i in rows)
-        config = GenerationConfig(
-            max_new_tokens=limit,
-            do_sample=False,
-            num_beams=1,
-            repetition_penalty=1.0,
-            eos_token_id=eos_ids,
-            pad_token_id=pad_id,
-        )
+        # Rows of a benchmark share the chat template's system turn and usually the instruction: that
+        # shared prefix (P tokens) is computed once and its cache copied to every row, instead of B times.
+        shared = shared_prefix_length([encoded[i] for i in rows])
+        suffixes = [encoded[i][shared:] for i in rows]
+        width = max(len(s) for s in suffixes)
+        # Layout per row: [shared prefix][padding][own suffix]; the mask hides the padding, and positions
+        # come from the mask's cumulative sum, so every row sees the same positions as it would alone.
+        ids = torch.full((len(rows), shared + width), pad_id, dtype=torch.long)  # (B, P + S)
+        mask = torch.zeros((len(rows), shared + width), dtype=torch.long)  # (B, P + S)
+        for r, suffix in enumerate(suffixes):
+            ids[r, :shared] = torch.tensor(encoded[rows[0]][:shared], dtype=torch.long)
+            mask[r, :shared] = 1
+            ids[r, shared + width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
+            mask[r, shared + width - len(suffix) :] = 1
         with torch.inference_mode(), warnings.catch_warnings():
-            # peft asks transformers a deprecated question on every generate(); users cannot act on it.
+            # peft asks transformers a deprecated question on every forward; users cannot act on it.
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            out = model.generate(  # type: ignore[operator]
-                input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config
-            )  # (B, T + new)
-        new = out[:, width:].tolist()  # (B, new)
-        for r, i in enumerate(rows):
-            tokens = new[r][: limits[i]]
-            for k, tok in enumerate(tokens):
-                if tok in eos_ids:
-                    tokens = tokens[:k]
-                    break
-            text = tokenizer.decode(tokens, skip_special_tokens=True)
+            tokens = _greedy(
+                model,
+                ids.to(device),
+                mask.to(device),
+                shared=shared,
+                limits=[limits[i] for i in rows],
+                eos_ids=eos_ids,
+            )
+        for i, row_tokens in zip(rows, tokens, strict=True):
+            text = tokenizer.decode(row_tokens, skip_special_tokens=True)
             outputs[i] = str(text).strip()
     return outputs
+
+
+def _greedy(
+    model: PreTrainedModel,
+    ids: torch.Tensor,  # (B, P + S): shared prefix, padding, own suffix
+    mask: torch.Tensor,  # (B, P + S): 1 for real tokens
+    *,
+    shared: int,
+    limits: list[int],
+    eos_ids: list[int],
+) -> list[list[int]]:
+    """Greedy decoding with a KV cache; a row leaves the batch as soon as it ends (EOS or its own limit).
+
+    Equivalent to transformers' generate() with do_sample=False and no logits processors (argmax of the
+    last position's logits), but finished rows stop costing compute: in a batch where most rows answer in
+    a few tokens and one rambles to its limit, the others are not decoded along with it.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    batch = ids.shape[0]
+    cache = DynamicCache(config=model.config)
+    kv = {_cache_kwarg(model): cache, "use_cache": True}
+    if shared:
+        model(input_ids=ids[:1, :shared], logits_to_keep=1, **kv)
+        cache.batch_repeat_interleave(batch)  # (1, ...) -> (B, ...): the same prefix for every row
+    # Positions count real tokens only, so a padded row sees the positions it would see alone.
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + S)
+    out = model(
+        input_ids=ids[:, shared:],
+        attention_mask=mask,
+        position_ids=positions[:, shared:],
+        logits_to_keep=1,
+        **kv,
+    )
+    if cache.get_seq_length() != ids.shape[1]:
+        # A model that ignored the cache would decode every step from one token: refuse, never guess.
+        raise RuntimeError(f"{type(model).__name__} did not fill the KV cache; cannot decode incrementally")
+    results: list[list[int]] = [[] for _ in range(batch)]
+    alive = list(range(batch))  # batch rows still decoding, in the order of the cache's batch dimension
+    next_pos = mask.sum(-1)  # (B,) position of each row's next token
+    eos = torch.tensor(eos_ids, device=ids.device)
+    while True:
+        step = out.logits[:, -1, :].argmax(-1)  # (A,) greedy choice per alive row
+        ended = torch.isin(step, eos)  # (A,)
+        keep: list[int] = []
+        for k, row in enumerate(alive):
+            if not ended[k]:
+                results[row].append(int(step[k]))
+            if not ended[k] and len(results[row]) < limits[row]:
+                keep.append(k)
+        if not keep:
+            return results
+        if len(keep) < len(alive):
+            index = torch.tensor(keep, device=ids.device)
+            cache.batch_select_indices(index)
+            mask, next_pos, step = mask[index], next_pos[index], step[index]
+            alive = [alive[k] for k in keep]
+        mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=-1)  # (A, T + 1)
+        out = model(
+            input_ids=step[:, None],  # (A, 1)
+            attention_mask=mask,
+            position_ids=next_pos[:, None],  # (A, 1)
+            **kv,
+        )
+        next_pos = next_pos + 1
+
+
+def _cache_kwarg(model: PreTrainedModel) -> str:
+    """The forward() argument taking a KV cache: `cache` in recent transformers, else `past_key_values`."""
+    wrapped: Any = model
+    base = wrapped.get_base_model() if hasattr(wrapped, "get_base_model") else wrapped  # peft wraps models
+    parameters = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def shared_prefix_length(sequences: Sequence[Sequence[int]], *, minimum: int = MIN_SHARED_PREFIX) -> int:
+    """Tokens every sequence starts with, leaving each at least one token of its own; 0 below `minimum`."""
+    if len(sequences) < 2:
+        return 0  # nothing to share: one forward pass over the whole prompt
+    limit = min(len(s) for s in sequences) - 1  # the last prompt token must go through generate()
+    first = sequences[0]
+    n = 0
+    while n < limit and all(s[n] == first[n] for s in sequences):
+        n += 1
+    return n if n >= minimum else 0
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

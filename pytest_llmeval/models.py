@@ -50,6 +50,7 @@ class ModelSpec:
     adapter: Path | None = None  # --adapter
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    threads: int | None = None  # CPU threads for torch; None leaves torch's default
 
 
 @dataclass(frozen=True)
@@ -346,6 +347,8 @@ def load(spec: ModelSpec) -> LoadedModel:
     base = preflight(spec)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
     tokenizer = AutoTokenizer.from_pretrained(base.path, local_files_only=True)
     # Left padding: batched generation appends new tokens on the right of every row.
     tokenizer.padding_side = "left"

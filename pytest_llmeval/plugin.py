@@ -7,6 +7,7 @@ must not pay for torch or transformers.
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--llmeval-batch-size",
         type=_positive_int,
-        default=16,
+        default=32,
         metavar="N",
-        help="rows generated per batch; also the unit xdist distributes (default 16)",
+        help="rows generated per batch; also the unit xdist distributes (default 32)",
     )
     group.addoption(
         "--llmeval-max-new-tokens",
@@ -104,11 +105,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{difficulty}: benchmark rows of difficulty '{difficulty}'")
     for name in SCORERS:
         config.addinivalue_line("markers", f"{name}: benchmark rows scored by {name}")
+    threads = None
+    if _is_worker(config):
+        # N xdist workers on one machine: split the cores between them, or N torch thread pools (each as
+        # large as the machine) fight over the same cores and every worker runs slower than one alone.
+        workers = int(config.workerinput.get("workercount", 1))  # type: ignore[attr-defined]
+        threads = max(1, (os.cpu_count() or 1) // workers)
     spec = ModelSpec(
         base_model=config.option.base_model,
         adapter=config.option.adapter,
         device=config.option.llmeval_device,
         dtype=config.option.llmeval_dtype,
+        threads=threads,
     )
     options = RunOptions(
         spec=spec,

@@ -32,7 +32,7 @@ class RunOptions:
     """Command-line choices that shape generation."""
 
     spec: ModelSpec
-    batch_size: int = 16
+    batch_size: int = 32
     max_new_tokens: int = 512
 
 

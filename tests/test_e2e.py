@@ -1,4 +1,4 @@
-"""End to end on the real embedded model: the main job (base vs the demo adapter on the shipped benchmarks)."""
+"""End to end on the real embedded model: the main job, base vs the demo adapter on the shipped benchmarks."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_main_job_runs_every_row_and_reports(
     assert doc["adapter_name"] == "date-iso"
     assert doc["base_model"] == "embedded:SmolLM2-135M-Instruct"
     benches = by_file(doc)
-    assert set(benches) == {"benchmarks/dates.jsonl", "benchmarks/arithmetic.jsonl"}
+    assert set(benches) == {"benchmarks/dates.jsonl", "benchmarks/sentiment.jsonl"}
     for bench in benches.values():
         assert bench["n_examples"] == 60
         assert bench["results"]["n_errors"] == 0
@@ -71,5 +71,5 @@ def test_adapter_beats_base_on_its_task(
 def test_adapter_keeps_the_other_domain(
     main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
 ) -> None:
-    res = by_file(main_job[1])["benchmarks/arithmetic.jsonl"]["results"]
+    res = by_file(main_job[1])["benchmarks/sentiment.jsonl"]["results"]
     assert abs(res["improvement_absolute"]) <= 0.05, res

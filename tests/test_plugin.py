@@ -117,11 +117,12 @@ def test_bom_crlf_and_blank_lines_are_accepted(pytester: pytest.Pytester) -> Non
 # --- running rows on a tiny model -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_rows_run_and_results_json_is_written(
-    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, workers: list[str]
 ) -> None:
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
-    result = pytester.runpytest(*model_args(tiny_model, tiny_adapter))
+    result = pytester.runpytest(*model_args(tiny_model, tiny_adapter), *workers)
     # A random model answers none of them: each row fails with a readable report, not a traceback.
     result.assert_outcomes(failed=5)
     assert "bench.jsonl:1: r1 [exact_match, easy] scored 0 < threshold 1 (adapter)" in result.stdout.lines
@@ -221,9 +222,12 @@ def test_exit_first_writes_finished_rows_marked_incomplete(
     assert [r["id"] for r in doc["benchmarks"][0]["rows"]] == ["r1"]
 
 
-def test_good_file_still_runs_beside_a_bad_one(pytester: pytest.Pytester, tiny_model: Path) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_good_file_still_runs_beside_a_bad_one(
+    pytester: pytest.Pytester, tiny_model: Path, workers: list[str]
+) -> None:
     pytester.makefile(".jsonl", good=jsonl(ROWS[:2]), bad='{"id": \n')
-    result = pytester.runpytest(*model_args(tiny_model), "--continue-on-collection-errors")
+    result = pytester.runpytest(*model_args(tiny_model), "--continue-on-collection-errors", *workers)
     result.assert_outcomes(failed=2, errors=1)
     assert [b["benchmark_file"] for b in results(pytester)["benchmarks"]] == ["good.jsonl"]
 
@@ -251,6 +255,39 @@ def test_a_scorer_that_raises_fails_its_row_only(pytester: pytest.Pytester, tiny
     by_id = {r["id"]: r for r in doc["benchmarks"][0]["rows"]}
     assert by_id["boom"]["error"] and by_id["ok"]["error"] is None
     assert doc["benchmarks"][0]["results"]["n_errors"] == 1
+
+
+def test_interrupted_run_writes_finished_rows_marked_incomplete(
+    pytester: pytest.Pytester, tiny_model: Path
+) -> None:
+    # Ctrl-C while the third row is scored: a KeyboardInterrupt raised where pytest would see the real one.
+    pytester.makeconftest(
+        """
+        from pytest_llmeval.scorers import SCORERS, ScorerSpec
+
+        def interrupt(prediction, expected, config):
+            raise KeyboardInterrupt
+
+        SCORERS["interrupt"] = ScorerSpec(validate=lambda config: None, score=interrupt)
+        """
+    )
+    rows = [row("a"), row("b"), {**row("c"), "evaluation_type": "interrupt"}, row("d")]
+    pytester.makefile(".jsonl", bench=jsonl(rows))
+    result = pytester.runpytest_subprocess(*model_args(tiny_model))
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    doc = results(pytester)
+    assert doc["complete"] is False
+    assert doc["incomplete_reason"].startswith("interrupted")
+    assert [r["id"] for r in doc["benchmarks"][0]["rows"]] == ["a", "b"]
+
+
+def test_junit_xml_lists_every_row(pytester: pytest.Pytester, tiny_model: Path) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(ROWS[:3]))
+    pytester.runpytest(*model_args(tiny_model), "--junitxml=junit.xml")
+    xml = (pytester.path / "junit.xml").read_text()
+    for name in ("r1", "r2", "r3"):
+        assert f'classname="bench.jsonl" name="{name}"' in xml
+    assert xml.count("<failure") == 3
 
 
 def test_no_benchmark_no_results_file(pytester: pytest.Pytester) -> None:

@@ -1,4 +1,4 @@
-"""Quick check of the ``date-iso`` adapter: base vs adapter exact match on the two shipped benchmarks.
+"""Quick check of the ``date-iso`` adapter: base vs adapter exact match on every shipped benchmark.
 
 Loads the weights once; base outputs come from the same model with the adapter disabled. Prints the
 exact-match rate per benchmark and per difficulty, and the change the adapter makes.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = (ROOT / "benchmarks" / "dates.jsonl", ROOT / "benchmarks" / "arithmetic.jsonl")
+BENCH_DIR = ROOT / "benchmarks"
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -43,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--show", type=int, default=0, help="print the first N adapter misses per benchmark")
+    parser.add_argument(
+        "--show-diff", type=int, default=0, help="print the first N rows base and adapter score differently"
+    )
     args = parser.parse_args(argv)
     # Before torch loads OpenMP: passive waiting keeps two threads usable next to other busy processes.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -58,23 +61,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.perf_counter()
     loaded = load(ModelSpec(adapter=args.adapter))
     print(f"model: {loaded.base.name} + {args.adapter} on {loaded.device}, {loaded.dtype}")
-    for path in BENCHMARKS:
+    # Whatever is shipped, in a fixed order: the in-domain benchmark and any out-of-domain ones.
+    benchmarks = sorted(BENCH_DIR.glob("*.jsonl"))
+    if not benchmarks:
+        raise SystemExit(f"no benchmarks/*.jsonl under {ROOT}")
+    for path in benchmarks:
         rows = read_rows(path)
         prompts = [build_prompt(loaded.tokenizer, r["instruction"], r.get("input", "")) for r in rows]
         # Each row's own limit, as the plugin uses it: a longer limit would give the base more rope to ramble.
         limits = [int(r.get("evaluation_config", {}).get("max_new_tokens", 512)) for r in rows]
         table: dict[str, dict[str, tuple[float, int]]] = {}
         outputs: dict[str, list[str]] = {}
+        row_scores: dict[str, list[float]] = {}
         for label, enabled in (("base", False), ("adapter", True)):
             with loaded.adapter_enabled(enabled):
                 outputs[label] = generate(
                     loaded.model, loaded.tokenizer, prompts, max_new_tokens=limits, batch_size=args.batch_size
                 )
-            scores = [
+            row_scores[label] = [
                 exact_match.score(out, r["expected_output"], r.get("evaluation_config", {})).value
                 for out, r in zip(outputs[label], rows, strict=True)
             ]
-            table[label] = rates(rows, scores)
+            table[label] = rates(rows, row_scores[label])
         print(f"\n{path.relative_to(ROOT)} ({len(rows)} rows): exact match %")
         # "same": the adapter's output equals the base's word for word, a finer forgetting signal than the
         # score when the base rarely gets a row right.
@@ -89,11 +97,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"  {key:<10} {n:>4} {base:>7.1f} {adapted:>8.1f} {adapted - base:>+7.1f} {same:>6.1f}")
         misses = [
             (r["id"], r["input"], r["expected_output"], out)
-            for r, out in zip(rows, outputs["adapter"], strict=True)
-            if exact_match.score(out, r["expected_output"], r.get("evaluation_config", {})).value < 1.0
+            for r, out, value in zip(rows, outputs["adapter"], row_scores["adapter"], strict=True)
+            if value < 1.0
         ]
         for row_id, text, expected, got in misses[: args.show]:
             print(f"    miss {row_id}: {text!r} -> {got!r} (expected {expected!r})")
+        base_s, adapter_s = row_scores["base"], row_scores["adapter"]
+        diffs = [i for i in range(len(rows)) if base_s[i] != adapter_s[i]]
+        for i in diffs[: args.show_diff]:
+            r = rows[i]
+            where = f"{r['id']} [{r.get('difficulty', '-')}] expected {r['expected_output']!r}"
+            print(f"    diff {where}: {r['input']!r}")
+            print(f"      base    {base_s[i]:.0f} {outputs['base'][i]!r}")
+            print(f"      adapter {adapter_s[i]:.0f} {outputs['adapter'][i]!r}")
     print(f"\n{time.perf_counter() - start:.0f}s")
 
 

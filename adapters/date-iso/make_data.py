@@ -3,15 +3,21 @@
 Writes (paths relative to the repository root):
 
 * ``benchmarks/dates.jsonl``                  -- in-domain benchmark: human date -> ISO 8601 (60 rows)
-* ``benchmarks/arithmetic.jsonl``             -- out-of-domain benchmark: integer arithmetic (60 rows)
+* ``benchmarks/sentiment.jsonl``              -- out-of-domain benchmark: review sentiment (60 rows)
 * ``adapters/date-iso/data/train.jsonl``      -- ~1200 training rows for the date task
-* ``adapters/date-iso/data/replay_prompts.jsonl`` -- ~300 unrelated prompts; their answers are to be the
-  base model's own greedy outputs (replay against forgetting)
+* ``adapters/date-iso/data/replay_prompts.jsonl`` -- ~450 unrelated prompts; their answers are to be the
+  base model's own greedy outputs (replay against forgetting): 300 arithmetic, general-knowledge and
+  rewriting prompts, then 150 labelling ones (sentiment, topic, yes/no, language, spam, question type) on
+  new texts, so the adapter keeps answering a labelling instruction with a label
 
 Pure standard library, seeded ``random.Random`` streams only, no set iteration in output order: running the
 script twice gives byte-identical files.  Every benchmark date is re-parsed with ``datetime`` from the
 human-written input, and the script refuses to write anything if training or replay rows collide with a
 benchmark row (see ``check_*`` below).
+
+The out-of-domain benchmark used to be integer arithmetic; it was retired because the 135M base scores ~2%
+on it, so it could not show degradation. Its problems are still drawn (not written): the replay prompts the
+shipped adapter was trained on exclude them, and drawing them keeps ``replay_prompts.jsonl`` byte-identical.
 
 Usage: ``python adapters/date-iso/make_data.py``
 """
@@ -38,9 +44,11 @@ BENCH_DIR = ROOT / "benchmarks"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 SEED_DATES_BENCH = 20240229
-SEED_ARITH_BENCH = 1729
+SEED_ARITH_BENCH = 1729  # the retired arithmetic benchmark; see the module docstring
+SEED_SENTIMENT_BENCH = 5151
 SEED_TRAIN = 8601
 SEED_REPLAY = 4242
+SEED_REPLAY_LABEL = 4243
 
 N_BENCH = 60
 DIFFICULTY_COUNTS = {"easy": 18, "medium": 30, "hard": 12}
@@ -48,6 +56,7 @@ N_TRAIN = 1200
 N_REPLAY_ARITH = 100
 N_REPLAY_GK = 100
 N_REPLAY_REWRITE = 100
+N_REPLAY_LABEL = 150  # labelling / classification prompts, appended
 
 DATE_INSTRUCTION = "Convert the date to ISO 8601 format (YYYY-MM-DD). Reply with the date only."
 # Training uses the benchmark instruction most of the time, plus a few paraphrases for robustness.
@@ -60,12 +69,13 @@ ARITH_INSTRUCTION = "Answer with a single number."
 GK_INSTRUCTION = "Answer the question in one short sentence."
 
 DATES_EVAL_CONFIG: dict[str, Any] = {"max_new_tokens": 16}
-# Deliberately not the looser "-?\d[\d,]*", which also swallows a trailing comma ("42, so" -> "42,").
-# This one only accepts well-formed thousands groups ("19,750") and otherwise stops after the digits.
-ARITH_EVAL_CONFIG: dict[str, Any] = {
-    "extract_pattern": r"-?\d+(?:,\d{3})*",
+SENTIMENT_INSTRUCTION = "Classify the sentiment of the review as positive or negative. Reply with one word."
+# The first label word anywhere in the output: the base often answers "The sentiment is positive." rather
+# than the bare word. 12 tokens is room for such a sentence, not for a second opinion after it.
+SENTIMENT_EVAL_CONFIG: dict[str, Any] = {
+    "extract_pattern": r"(?i)\b(positive|negative)\b",
     "extract_match": "first",
-    "max_new_tokens": 24,
+    "max_new_tokens": 12,
 }
 
 # --------------------------------------------------------------------------------------------------------
@@ -785,24 +795,220 @@ def eval_check(p: Problem) -> bool:
     return _eval_ast(ast.parse(expr, mode="eval").body) == p.answer
 
 
-def build_arith_benchmark() -> tuple[list[dict[str, Any]], list[Problem]]:
-    rng = Random(SEED_ARITH_BENCH)
-    problems = draw_problems(rng, arithmetic_plan(), set(), set())
-    rng.shuffle(problems)
-    rows = [
+def retired_arith_problems() -> list[Problem]:
+    """The 60 problems of the retired arithmetic benchmark: no longer written, still excluded from replay."""
+    return draw_problems(Random(SEED_ARITH_BENCH), arithmetic_plan(), set(), set())
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sentiment
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Review:
+    domain: str  # film, product, restaurant, hotel
+    label: str  # positive / negative: what a careful human reader would say
+    difficulty: str
+    text: str
+    kinds: tuple[str, ...] = ()  # phenomena ("negation", "sarcasm", ...); "edge" marks the planted ones
+
+
+# Written by hand, labels fixed before any model saw them. easy: unambiguous; medium: milder wording, domain
+# vocabulary, mild mixed feelings; hard: negation, sarcasm, understatement, mixed but leaning one way.
+# No review contains a label word, so an output that merely echoes the review cannot score.
+REVIEWS: tuple[Review, ...] = (
+    # ---- easy: 9 positive, 9 negative ----
+    Review("film", "positive", "easy",
+           "An absolute masterpiece. The acting, the score, the photography: everything about this film is "
+           "wonderful."),
+    Review("restaurant", "positive", "easy",
+           "Best meal I've had in years. Every dish was delicious and the staff were lovely."),
+    Review("product", "positive", "easy",
+           "Love these headphones! Great sound, comfortable fit, and the battery lasts forever."),
+    Review("hotel", "positive", "easy",
+           "Fantastic hotel. Spotless room, friendly staff, amazing views. Would definitely stay here "
+           "again."),
+    Review("product", "positive", "easy", "Perfect.", ("edge", "one-word")),
+    Review("film", "positive", "easy", "I loved every minute of it. Funny, moving and beautifully made."),
+    Review("restaurant", "positive", "easy",
+           "Amazing food and great service. Highly recommend the seafood linguine!"),
+    Review("product", "positive", "easy",
+           "Excellent blender. Powerful, easy to clean, and it makes the silkiest soups I've ever had."),
+    Review("hotel", "positive", "easy",
+           "Wonderful stay from start to finish. The bed was incredibly comfortable and breakfast was "
+           "superb."),
+    Review("film", "negative", "easy",
+           "Terrible movie. Boring plot, awful acting, and far too long. I want my two hours back."),
+    Review("restaurant", "negative", "easy",
+           "The worst restaurant I have ever been to. Cold food, a rude waiter and a dirty table."),
+    Review("product", "negative", "easy",
+           "Broke after two days. Cheap, flimsy and a complete waste of money."),
+    Review("hotel", "negative", "easy",
+           "WORST HOTEL EVER. FILTHY ROOM, BROKEN SHOWER AND NOBODY AT RECEPTION CARED. NEVER AGAIN.",
+           ("edge", "all-caps")),
+    Review("product", "negative", "easy",
+           "Awful phone case. It cracked the first time I dropped it and the buttons barely work."),
+    Review("film", "negative", "easy",
+           "Dull, predictable and painfully slow. One of the worst films I've seen this year."),
+    Review("restaurant", "negative", "easy",
+           "Disgusting. The chicken was undercooked and I was ill all night."),
+    Review("hotel", "negative", "easy",
+           "Horrible experience. The room smelled of smoke, the sheets were stained and the staff were "
+           "rude."),
+    Review("product", "negative", "easy",
+           "Useless. It stopped charging after a week and customer support never replied."),
+    # ---- medium: 15 positive, 15 negative ----
+    Review("film", "positive", "medium",
+           "A quiet, thoughtful drama with a strong central performance. It takes its time, but the ending "
+           "really lands."),
+    Review("restaurant", "positive", "medium",
+           "Solid neighbourhood bistro. The steak frites were cooked just right and the wine list is fairly "
+           "priced."),
+    Review("hotel", "positive", "medium",
+           "Good location, a short walk from the old town. The room was small but clean and check-in was "
+           "quick."),
+    Review("product", "positive", "medium",
+           "Does exactly what it says. The kettle boils fast and it's quieter than our old one."),
+    Review("product", "positive", "medium",
+           "Pleasantly surprised by the build quality for the price. The keyboard feels sturdy and the keys "
+           "have a nice click."),
+    Review("film", "positive", "medium",
+           "The story is a little thin, but the animation is gorgeous and my kids were glued to the screen."),
+    Review("restaurant", "positive", "medium",
+           "Lovely brunch spot 😍 pancakes were fluffy and the coffee was spot on ☕👍", ("edge", "emoji")),
+    Review("hotel", "positive", "medium",
+           "Comfortable bed, decent breakfast buffet and the pool was warm. Would stay again if I'm in the "
+           "area."),
+    Review("product", "positive", "medium",
+           "Fits well and the fabric feels nicer than I expected. I've already ordered a second one in "
+           "blue."),
+    Review("film", "positive", "medium",
+           "Clever script and a cast that clearly had fun. Not deep, but a very enjoyable couple of hours."),
+    Review("restaurant", "positive", "medium",
+           "The dumplings were tasty and came out quickly. Service was a bit brisk, but the prices are fair "
+           "and the portions generous."),
+    Review("hotel", "positive", "medium",
+           "The staff upgraded us to a sea-view room without us asking. Small touch, but it made the trip."),
+    Review("product", "positive", "medium",
+           "Battery life is a good two days with normal use and the camera handles low light well. Happy "
+           "with it."),
+    Review("film", "positive", "medium",
+           "A well-paced thriller that kept me guessing until the last twenty minutes."),
+    Review("restaurant", "positive", "medium",
+           "Friendly staff, a cosy dining room and a very good lamb curry. We'll be back."),
+    Review("film", "negative", "medium",
+           "The first half is promising, but it falls apart in the third act and the twist makes no sense."),
+    Review("restaurant", "negative", "medium",
+           "Overpriced for what you get. The portions were tiny and the soup was bland."),
+    Review("hotel", "negative", "medium",
+           "The photos online are misleading. Our room faced a car park and the walls were paper thin."),
+    Review("product", "negative", "medium",
+           "The vacuum is loud and the suction drops off after ten minutes. Returning it."),
+    Review("product", "negative", "medium",
+           "Sizing runs very small and the stitching came loose after the first wash."),
+    Review("film", "negative", "medium",
+           "Beautiful to look at, but the characters are flat and I stopped caring about halfway through."),
+    Review("restaurant", "negative", "medium",
+           "We waited forty minutes for our mains and the fish arrived lukewarm. Not worth the hype."),
+    Review("hotel", "negative", "medium",
+           "Check-in took over an hour, the lift was out of order and the Wi-Fi barely worked."),
+    Review("product", "negative", "medium",
+           "The instructions were missing and two of the screws didn't fit. It took all afternoon to "
+           "assemble and it still wobbles."),
+    Review("film", "negative", "medium",
+           "Too long, too loud, and the dialogue is clumsy. A disappointing sequel."),
+    Review("restaurant", "negative", "medium",
+           "The pizza base was soggy and the toppings were sparse. I expected much more after all the "
+           "good reviews."),
+    Review("hotel", "negative", "medium",
+           "We booked this hotel for our anniversary weekend after reading several glowing reviews, and I "
+           "really wanted to like it. On arrival we were told our room wasn't ready, so we waited in the "
+           "lobby for almost two hours with our bags. When we finally got upstairs, the room was much "
+           "smaller than in the photos, the air conditioning rattled all night, and there was hair in the "
+           "bathroom sink. We asked to move and were told the hotel was full. Breakfast the next morning "
+           "was a handful of dry pastries and weak coffee, and when I mentioned the problems at checkout "
+           "the manager just shrugged. The location is convenient for the station, but that is about the "
+           "only thing I can say for it. We won't be returning, and I wouldn't recommend it to friends.",
+           ("edge", "long")),
+    Review("product", "negative", "medium",
+           "The screen scratches far too easily and the charger gets worryingly hot."),
+    Review("film", "negative", "medium",
+           "Fell asleep twice 😴 the plot was all over the place 👎", ("edge", "emoji")),
+    Review("restaurant", "negative", "medium",
+           "Service was polite, but the food was greasy and the dessert tasted like it came out of a "
+           "packet."),
+    # ---- hard: 6 positive, 6 negative ----
+    Review("restaurant", "positive", "hard",
+           "Not bad at all. Honestly, I didn't expect much from a place by the motorway, but I'd go back.",
+           ("edge", "negation")),
+    Review("film", "positive", "hard",
+           "I can't say I didn't enjoy it. I haven't laughed that hard in a long time.",
+           ("edge", "negation")),
+    Review("hotel", "positive", "hard",
+           "The decor is dated and the breakfast is nothing special, but the staff could not have been "
+           "kinder and the beds are wonderfully comfortable. I'd stay again.",
+           ("mixed",)),
+    Review("product", "positive", "hard",
+           "Three years in and it still hasn't given me a single problem.", ("understatement", "negation")),
+    Review("film", "positive", "hard",
+           "Didn't think a film about accountants could hold my attention for two and a half hours. It did.",
+           ("understatement",)),
+    Review("product", "positive", "hard",
+           "The app is clunky and setup was a pain, but once it's running the speaker sounds incredible for "
+           "its size.",
+           ("mixed",)),
+    Review("product", "negative", "hard",
+           "Oh great, a charger that stops working after a week. Exactly what I wanted for my birthday.",
+           ("edge", "sarcasm")),
+    Review("hotel", "negative", "hard",
+           "Loved being woken at 3am by the nightclub next door. Really makes a holiday.",
+           ("edge", "sarcasm")),
+    Review("restaurant", "negative", "hard",
+           "The food wasn't terrible, but I wouldn't call it good either, and at those prices I won't be "
+           "back.",
+           ("negation", "mixed")),
+    Review("film", "negative", "hard",
+           "Great cast, lovely soundtrack, and yet I checked my watch every ten minutes. A waste of real "
+           "talent.",
+           ("mixed",)),
+    Review("product", "negative", "hard",
+           "Let's just say the 'waterproof' label was optimistic. My phone did not survive the first rainy "
+           "walk.",
+           ("understatement",)),
+    Review("hotel", "negative", "hard",
+           "Nothing about our stay was what we were promised, and no one seemed to care.", ("negation",)),
+)  # fmt: skip
+SENTIMENT_LABELS = ("positive", "negative")
+SENTIMENT_DOMAINS = ("film", "product", "restaurant", "hotel")
+
+
+def build_sentiment_benchmark() -> list[dict[str, Any]]:
+    """The hand-written reviews, checked and shuffled into a fixed order."""
+    for r in REVIEWS:
+        check(r.label in SENTIMENT_LABELS and r.domain in SENTIMENT_DOMAINS, f"bad review {r}")
+        check(r.difficulty in DIFFICULTY_COUNTS, f"bad difficulty {r}")
+        check(re.search(SENTIMENT_EVAL_CONFIG["extract_pattern"], r.text) is None, f"label word in {r}")
+        check(r.text == " ".join(r.text.split()), f"stray whitespace in {r}")
+    for difficulty, n in DIFFICULTY_COUNTS.items():  # balanced within every difficulty, not just overall
+        for label in SENTIMENT_LABELS:
+            got = sum(r.difficulty == difficulty and r.label == label for r in REVIEWS)
+            check(got == n // 2, f"{difficulty}/{label}: {got} reviews, want {n // 2}")
+    reviews = list(REVIEWS)
+    Random(SEED_SENTIMENT_BENCH).shuffle(reviews)
+    return [
         bench_row(
-            "arith",
+            "sent",
             i,
-            ARITH_INSTRUCTION,
-            p.question,
-            str(p.answer),
-            ARITH_EVAL_CONFIG,
-            p.difficulty,
-            ["arithmetic", *p.tags],
+            SENTIMENT_INSTRUCTION,
+            r.text,
+            r.label,
+            SENTIMENT_EVAL_CONFIG,
+            r.difficulty,
+            ["sentiment", f"domain:{r.domain}", *r.kinds],
         )
-        for i, p in enumerate(problems, start=1)
+        for i, r in enumerate(reviews, start=1)
     ]
-    return rows, problems
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -954,11 +1160,260 @@ GRAMMAR_SENTENCES = (
 )
 
 
-def build_replay(arith_bench: list[Problem]) -> list[dict[str, str]]:
+# ---- Labelling / classification replay ----
+# The adapter learnt "transform the input" from the date task and carried it over to labelling prompts (it
+# echoed or rewrote a review instead of naming its sentiment). These prompts show it, in the base's own
+# words, that a labelling instruction still gets a label. Written by hand up front, not picked by looking at
+# benchmark rows; main() checks that none of them equals, contains, is contained in, or paraphrases closely
+# (shared 5-word run, or word overlap) a benchmark input.
+LABEL_SENTIMENT_INSTRUCTIONS = (
+    SENTIMENT_INSTRUCTION,  # the benchmark's wording (on new texts only)
+    "Is this review positive or negative?",
+    "Classify the sentiment of this text as positive or negative.",
+    "What is the sentiment of the following sentence? Answer positive or negative.",
+    "Does the writer feel positive or negative? Reply with one word.",
+)
+LABEL_SENTIMENT_TEXTS: tuple[tuple[str, str], ...] = (
+    ("positive", "This novel kept me up until two in the morning. I could not put it down."),
+    ("positive", "The new update made the app so much faster. Great job, developers!"),
+    ("positive", "Our tour guide was funny and knew everything about the castle."),
+    ("positive", "Just finished my first 10k run and I feel amazing! 🏃"),
+    (
+        "positive",
+        "The concert was unforgettable. The band played for three hours and the crowd sang every word.",
+    ),
+    ("positive", "My online cooking class was clear, well organised and fun."),
+    ("positive", "The train left on time, the seats were roomy and the conductor was very helpful."),
+    ("positive", "Smart hosts, fascinating guests: my favourite podcast this year."),
+    ("positive", "The gym is spotless and the trainers actually take time to help you."),
+    ("positive", "Such a beautiful sunny day at the lake with my family."),
+    ("positive", "The new dinosaur hall at the museum is incredible. My nephew wants to go back tomorrow."),
+    (
+        "positive",
+        "This board game is easy to learn and every round feels different. The whole family loves it.",
+    ),
+    ("positive", "The dentist was gentle and explained every step. No pain at all."),
+    ("positive", "What a lovely surprise: the bakery slipped free cookies into our bag."),
+    ("positive", "The trail was well marked and the view from the summit was breathtaking."),
+    ("positive", "I finally passed my driving test! So happy right now."),
+    ("positive", "The plumber arrived early, fixed the leak in ten minutes and charged a fair price."),
+    ("positive", "This video game has a gripping story and gorgeous music."),
+    ("positive", "The librarian helped me track down exactly the book I needed for my essay."),
+    ("positive", "Our new puppy has brought so much joy to the house."),
+    ("positive", "The yoga retreat was peaceful and restorative. I came home feeling like a new person."),
+    ("positive", "These running shoes are light, supportive and comfy straight out of the box."),
+    ("positive", "Smooth flight, a decent meal, and we landed twenty minutes early."),
+    ("positive", "Brilliant lecture today. I finally understand how vaccines work."),
+    ("positive", "The garden centre had a huge choice of plants and the advice was really useful."),
+    ("negative", "The book started well, but the last chapters were a confusing mess."),
+    ("negative", "The app crashes every time I try to upload a photo."),
+    ("negative", "My flight was delayed six hours and nobody told us why."),
+    ("negative", "The sound at the concert was muddy and we could barely hear the singer."),
+    ("negative", "The course videos are outdated and the quizzes are full of mistakes."),
+    ("negative", "The bus never showed up and I missed my job interview."),
+    ("negative", "This podcast is just two people talking over each other for an hour."),
+    ("negative", "The gym is always crowded and half the machines are out of action."),
+    ("negative", "Stuck in traffic for two hours again. I hate this commute."),
+    ("negative", "The gallery was packed, the signs were confusing and the café had run out of sandwiches."),
+    ("negative", "The board game's rules are confusing and one player always wins."),
+    ("negative", "The repair shop kept my laptop for three weeks and it still doesn't turn on."),
+    ("negative", "Our package arrived soaked and half the items were missing."),
+    ("negative", "The path was muddy, badly signposted and we got lost twice."),
+    ("negative", "The latest software update deleted all my saved notes."),
+    ("negative", "The landlord ignored our messages about the heating all winter."),
+    ("negative", "The video game is full of bugs and the servers are always down."),
+    ("negative", "The tour was rushed and the guide spent most of it on his phone."),
+    ("negative", "The printer jams on every second page. So frustrating."),
+    ("negative", "My internet has dropped out five times today."),
+    ("negative", "The courier left our parcel in the rain outside the wrong house."),
+    ("negative", "The hairdresser cut off far more than I asked for and didn't apologise."),
+    ("negative", "The lecture was dull and the slides were impossible to read."),
+    ("negative", "The coffee machine at work has been leaking for a week and nobody fixes it."),
+    ("negative", "I was on hold for an hour and then the line went dead."),
+)
+LABEL_TOPIC_INSTRUCTIONS = (
+    "Classify the topic of the text as sports, politics, technology or food. Reply with one word.",
+    "Which topic is this headline about: sports, politics, technology or food?",
+)
+LABEL_TOPIC_TEXTS: tuple[tuple[str, str], ...] = (
+    ("sports", "The striker scored twice in the second half to send her team into the cup final."),
+    ("sports", "After a rain delay, the tennis match resumed and went to a fifth set."),
+    ("sports", "The marathon winner broke the course record by almost a minute."),
+    ("sports", "Coach names the starting line-up for Saturday's rugby match."),
+    ("sports", "The swimmer won her third gold medal of the championships."),
+    ("sports", "Basketball fans queued overnight for play-off tickets."),
+    ("politics", "Parliament voted late last night to approve the new housing bill."),
+    ("politics", "The prime minister announced a cabinet reshuffle on Monday."),
+    ("politics", "Voters head to the polls this weekend in a tight race for mayor."),
+    ("politics", "The senator introduced a proposal to lower the voting age."),
+    ("politics", "Opposition leaders criticised the government's new tax plan."),
+    ("politics", "The two countries signed a trade agreement after months of negotiations."),
+    ("technology", "The company unveiled a smartphone with a foldable screen and a faster chip."),
+    ("technology", "Researchers released an open-source tool that speeds up database queries."),
+    ("technology", "A software bug took the payment website offline for three hours."),
+    ("technology", "The new laptop promises twenty hours of battery life."),
+    ("technology", "Engineers are testing a robot that sorts recycling automatically."),
+    ("technology", "A popular messaging app adds end-to-end encryption for group chats."),
+    ("food", "Add the chopped onions to the pan and cook until golden."),
+    ("food", "This spicy lentil soup is ready in thirty minutes."),
+    ("food", "The farmers' market now sells fresh strawberries every Saturday."),
+    ("food", "Sourdough needs a long, slow rise to develop its flavour."),
+    ("food", "The new menu features seasonal vegetables and grilled mackerel."),
+    ("food", "A simple tomato sauce needs only garlic, olive oil and ripe tomatoes."),
+)
+LABEL_YES_NO_INSTRUCTIONS = (
+    "Read the text and answer the question with yes or no.",
+    "Answer yes or no.",
+)
+LABEL_YES_NO_ITEMS: tuple[tuple[str, str], ...] = (  # (text, question)
+    ("Maria took the early train to Lyon and arrived before lunch.", "Did Maria travel by train?"),
+    ("The shop closes at six on weekdays and does not open on Sundays.", "Is the shop open on Sundays?"),
+    ("Ben has two sisters and no brothers.", "Does Ben have a brother?"),
+    ("The bridge was built in 1932 and repainted last spring.", "Was the bridge built before 1950?"),
+    ("Our cat sleeps on the sofa all afternoon and only wakes up for dinner.",
+     "Is the cat busy in the afternoon?"),
+    ("The meeting was moved from Tuesday to Thursday because the manager was ill.",
+     "Did the meeting take place on Tuesday?"),
+    ("Lena planted tomatoes, beans and carrots in her garden.", "Did Lena plant potatoes?"),
+    ("Entry to the museum is free for children under twelve.", "Does a ten-year-old need to pay?"),
+    ("It rained all morning, so the picnic was held indoors.", "Was the picnic held outside?"),
+    ("Tom finished the marathon in just under four hours.", "Did Tom finish the marathon?"),
+    ("The library lends books for three weeks, and each loan can be renewed once.", "Can a loan be renewed?"),
+    ("Sara speaks Spanish at home and English at school.", "Does Sara speak two languages?"),
+    ("The recipe uses butter, flour, sugar and eggs, but no milk.", "Does the recipe need milk?"),
+    ("The bakery opened in 1998 and is still run by the same family.", "Is the bakery still open?"),
+    ("The river flooded the lower fields after a week of heavy rain.", "Was there heavy rain?"),
+    ("Jack missed the bus, so he walked to work and arrived late.", "Did Jack take the bus to work?"),
+    ("The phone comes in black, white and green.", "Is the phone available in red?"),
+    ("Every classroom in the school has a whiteboard and a projector.", "Do the classrooms have projectors?"),
+    ("The show was cancelled because the singer lost her voice.", "Did the show go ahead?"),
+    ("Anna is older than Paul, and Paul is older than Kim.", "Is Anna older than Kim?"),
+)  # fmt: skip
+LABEL_LANGUAGE_INSTRUCTIONS = (
+    "Which language is this sentence written in? Reply with the name of the language only.",
+    "Identify the language of the text.",
+)
+LABEL_LANGUAGE_TEXTS: tuple[tuple[str, str], ...] = (
+    ("French", "Je voudrais un café, s'il vous plaît."),
+    ("German", "Wo ist der Bahnhof?"),
+    ("Spanish", "Me gusta mucho leer por la noche."),
+    ("Italian", "Oggi il cielo è molto azzurro."),
+    ("Portuguese", "Eu moro perto da praia."),
+    ("Dutch", "Ik fiets elke dag naar mijn werk."),
+    ("French", "Il pleut depuis ce matin."),
+    ("German", "Das Essen war sehr lecker."),
+    ("Spanish", "¿Dónde está la biblioteca?"),
+    ("Italian", "Mi piace cucinare la pasta con mia nonna."),
+    ("Portuguese", "Obrigado pela ajuda de ontem."),
+    ("Swedish", "Jag dricker kaffe varje morgon."),
+    ("English", "The garden looks lovely in the spring."),
+    ("Dutch", "Kun je me helpen met deze vraag?"),
+    ("French", "Nous allons au marché samedi."),
+    ("German", "Ich lerne seit zwei Jahren Japanisch."),
+)
+LABEL_SPAM_INSTRUCTIONS = (
+    "Is this message spam or not spam? Reply with one word.",
+    "Classify the message as spam or not spam.",
+)
+LABEL_SPAM_TEXTS: tuple[tuple[str, str], ...] = (
+    ("spam", "Congratulations! You have won a free cruise. Click the link to claim your prize now!"),
+    ("spam", "URGENT: your bank account has been locked. Reply with your password to unlock it."),
+    ("spam", "Earn $5,000 a week from home with no experience. Sign up today!"),
+    ("spam", "You are our lucky visitor! Claim your free phone before midnight."),
+    ("spam", "Designer bags at 90% off. Limited stock, order now!!!"),
+    ("spam", "Your parcel could not be delivered. Pay a small fee at this link to reschedule."),
+    ("spam", "Lose 10 kg in one week with this miracle pill. Doctors hate it!"),
+    ("spam", "Dear friend, I need your help moving ten million dollars. You will receive a share."),
+    ("spam", "Final notice: your subscription will expire. Enter your card details here to keep it."),
+    ("spam", "Hot singles in your area are waiting to meet you. Click now."),
+    ("not spam", "Hi Sam, are we still meeting for lunch on Friday?"),
+    ("not spam", "Reminder: your dentist appointment is tomorrow at 9:30."),
+    ("not spam", "Mum, I'll be home late tonight, don't wait for me for dinner."),
+    ("not spam", "The team meeting has moved to room 4B. See you there."),
+    ("not spam", "Thanks for the birthday card, it made my day."),
+    ("not spam", "Could you send me the slides from yesterday's presentation?"),
+    ("not spam", "Your library book is due back next Monday."),
+    ("not spam", "Don't forget to bring your football boots to practice."),
+    ("not spam", "I've attached the invoice for last month's work."),
+    ("not spam", "Happy anniversary! Dinner is booked for eight."),
+)
+LABEL_SENTENCE_TYPE_INSTRUCTION = (
+    "Is this sentence a question, a command or a statement? Reply with one word."
+)
+LABEL_SENTENCE_TYPE_TEXTS: tuple[tuple[str, str], ...] = (
+    ("command", "Close the window before you leave."),
+    ("statement", "The sun rises in the east."),
+    ("question", "What time does the show start?"),
+    ("command", "Please pass the salt."),
+    ("question", "Where did you park the car?"),
+    ("statement", "Water boils at one hundred degrees Celsius."),
+    ("command", "Turn left at the next traffic light."),
+    ("question", "Have you ever been to Scotland?"),
+    ("statement", "My sister works at the hospital."),
+    ("command", "Bring your umbrella tomorrow."),
+)
+LABEL_QUESTION_TYPE_INSTRUCTION = (
+    "Classify the question by what it asks for: person, place, time or number. Reply with one word."
+)
+LABEL_QUESTION_TYPE_TEXTS: tuple[tuple[str, str], ...] = (
+    ("person", "Who invented the telephone?"),
+    ("place", "Where is the Eiffel Tower?"),
+    ("time", "When did the Second World War end?"),
+    ("number", "How many days are in a leap year?"),
+    ("person", "Who is the captain of the national cricket team?"),
+    ("place", "In which city was Mozart born?"),
+    ("time", "In what year did humans first land on the Moon?"),
+    ("number", "How tall is the tallest building in the world?"),
+    ("person", "Who wrote the novel Pride and Prejudice?"),
+    ("time", "At what time does the sun set in midwinter?"),
+)
+LABEL_KINDS = ("sentiment", "topic", "yes-no", "language", "spam", "sentence-type", "question-type")
+
+
+def build_label_replay() -> list[dict[str, str]]:
+    """N_REPLAY_LABEL labelling prompts, appended after the original replay rows (which stay unchanged).
+
+    The labels written next to the texts document intent only: replay trains on the base's own answers.
+    Each kind cycles through its instruction wordings, so every wording gets an even share.
+    """
+    groups: list[tuple[Sequence[str], list[str]]] = [
+        (LABEL_SENTIMENT_INSTRUCTIONS, [t for _, t in LABEL_SENTIMENT_TEXTS]),
+        (LABEL_TOPIC_INSTRUCTIONS, [t for _, t in LABEL_TOPIC_TEXTS]),
+        (LABEL_YES_NO_INSTRUCTIONS, [f"Text: {t}\nQuestion: {q}" for t, q in LABEL_YES_NO_ITEMS]),
+        (LABEL_LANGUAGE_INSTRUCTIONS, [t for _, t in LABEL_LANGUAGE_TEXTS]),
+        (LABEL_SPAM_INSTRUCTIONS, [t for _, t in LABEL_SPAM_TEXTS]),
+        ((LABEL_SENTENCE_TYPE_INSTRUCTION,), [t for _, t in LABEL_SENTENCE_TYPE_TEXTS]),
+        ((LABEL_QUESTION_TYPE_INSTRUCTION,), [t for _, t in LABEL_QUESTION_TYPE_TEXTS]),
+    ]
+    labelled = (
+        LABEL_SENTIMENT_TEXTS, LABEL_TOPIC_TEXTS, LABEL_LANGUAGE_TEXTS, LABEL_SPAM_TEXTS,
+        LABEL_SENTENCE_TYPE_TEXTS, LABEL_QUESTION_TYPE_TEXTS,
+    )  # fmt: skip
+    for texts in labelled:
+        labels = Counter(label for label, _ in texts)
+        check(max(labels.values()) - min(labels.values()) <= 2, f"unbalanced labelling texts: {labels}")
+    rng = Random(SEED_REPLAY_LABEL)
+    rows: list[dict[str, str]] = []
+    for instructions, inputs in groups:
+        inputs = list(inputs)
+        rng.shuffle(inputs)  # which wording meets which text: seeded, not by writing order
+        rows += [
+            {"instruction": instructions[i % len(instructions)], "input": t} for i, t in enumerate(inputs)
+        ]
+    check(len(rows) == N_REPLAY_LABEL, f"labelling replay has {len(rows)} rows, want {N_REPLAY_LABEL}")
+    for r in rows:
+        check(r["input"] == r["input"].strip() and "  " not in r["input"], f"stray whitespace in {r}")
+    rng.shuffle(rows)
+    return rows
+
+
+def build_replay(excluded: list[Problem]) -> list[dict[str, str]]:
+    """Replay prompts; the arithmetic ones share no computation or question with `excluded`."""
     rng = Random(SEED_REPLAY)
-    forbidden_keys = {k for p in arith_bench for k in p.keys}
-    forbidden_q = {norm(p.question) for p in arith_bench}
-    # Same mix of difficulties and edge kinds as the benchmark, scaled to N_REPLAY_ARITH (=100 -> 30/50/20).
+    forbidden_keys = {k for p in excluded for k in p.keys}
+    forbidden_q = {norm(p.question) for p in excluded}
+    # Same mix of difficulties and edge kinds as the retired arithmetic benchmark, scaled to
+    # N_REPLAY_ARITH (=100 -> 30/50/20).
     plan: list[tuple[str, Callable[[Random], Problem]]] = []
     plan += [("easy-zero", gen_easy_zero)] * 2 + [("easy-negative", gen_easy_negative)] * 3
     plan += [("easy", gen_easy)] * 25
@@ -1041,6 +1496,50 @@ def check_disjoint(
     return {"exact_overlap": 0, "digit_masked_template_matches": n_masked}
 
 
+def check_not_inside(name: str, rows: Sequence[dict[str, Any]], bench: Sequence[dict[str, Any]]) -> None:
+    """The reverse of check_disjoint's containment test: no row's input occurs inside a benchmark input.
+
+    Meant for free-text benchmarks (a replay sentence quoted inside a review would leak it); date inputs
+    legitimately contain shorter date strings, so the dates benchmark does not use it.
+    """
+    row_res = [re.compile(r"(?<!\w)" + re.escape(norm(r["input"])) + r"(?!\w)") for r in rows]
+    for b in bench:
+        text = norm(b["input"])
+        hit = next((rx.pattern for rx in row_res if rx.search(text)), None)
+        check(hit is None, f"{name}: an input ({hit}) occurs inside benchmark row {b['id']}")
+
+
+def words(s: str) -> list[str]:
+    """Lowercased word tokens, punctuation and emoji dropped: what a close paraphrase would share."""
+    return re.findall(r"[^\W_]+(?:'[^\W_]+)?", s.lower())
+
+
+def check_no_paraphrase(
+    name: str,
+    rows: Sequence[dict[str, Any]],
+    bench: Sequence[dict[str, Any]],
+    *,
+    ngram: int = 5,
+    max_jaccard: float = 0.5,
+) -> None:
+    """No row shares a run of `ngram` words, or over `max_jaccard` of its word set, with a benchmark input.
+
+    Exact and containment checks miss a lightly edited copy of a review; this catches one in either
+    direction (both measures are symmetric).
+    """
+    bench_words = [(b["id"], words(b["input"])) for b in bench]
+    bench_grams = [(i, {tuple(w[k : k + ngram]) for k in range(len(w) - ngram + 1)}) for i, w in bench_words]
+    for r in rows:
+        w = words(r["input"])
+        grams = {tuple(w[k : k + ngram]) for k in range(len(w) - ngram + 1)}
+        for (bid, bw), (_, bg) in zip(bench_words, bench_grams, strict=True):
+            if shared := grams & bg:
+                raise RuntimeError(f"{name}: {r['input']!r} shares {' '.join(min(shared))!r} with {bid}")
+            union = set(w) | set(bw)
+            jac = len(set(w) & set(bw)) / len(union) if union else 0.0
+            check(jac <= max_jaccard, f"{name}: {r['input']!r} overlaps {bid} ({jac:.2f} of its words)")
+
+
 def check_benchmark(rows: Sequence[dict[str, Any]], prefix: str) -> dict[str, Any]:
     keys_order = [
         "id",
@@ -1083,26 +1582,37 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def main() -> None:
     _self_test_words()
     dates = build_dates_benchmark()
-    arith, arith_problems = build_arith_benchmark()
-    stats = {"dates": check_benchmark(dates, "dates"), "arith": check_benchmark(arith, "arith")}
+    sentiment = build_sentiment_benchmark()
+    stats = {"dates": check_benchmark(dates, "dates"), "sentiment": check_benchmark(sentiment, "sent")}
+    labels = Counter(r["expected_output"] for r in sentiment)
+    stats["sentiment"]["labels"] = {k: labels[k] for k in SENTIMENT_LABELS}
+    check(len({norm(r["input"]) for r in sentiment}) == N_BENCH, "sentiment reviews must be distinct")
     check(len({r["expected_output"] for r in dates}) == N_BENCH, "benchmark dates must be distinct")
     for r in dates:  # the expected output is a real ISO date that round-trips through datetime
         check(dt.date.fromisoformat(r["expected_output"]).isoformat() == r["expected_output"], str(r))
 
     bench_dates = {r["expected_output"] for r in dates}
-    bench_keys = {pair_key(r["instruction"], r["input"]) for r in [*dates, *arith]}
+    bench_keys = {pair_key(r["instruction"], r["input"]) for r in [*dates, *sentiment]}
     train = build_dates_train(bench_dates, bench_keys)
     check(len(train) == N_TRAIN, f"train has {len(train)} rows")
     check(not bench_dates & {r["output"] for r in train}, "a benchmark date occurs in training")
-    stats["train"] = {"rows": len(train), **check_disjoint("train", train, [dates, arith], "output")}
+    stats["train"] = {"rows": len(train), **check_disjoint("train", train, [dates, sentiment], "output")}
+    check_not_inside("train", train, sentiment)
 
-    replay = build_replay(arith_problems)
+    # Labelling rows go after the original 300, whose order (and so the shipped file's prefix) is unchanged.
+    label_replay = build_label_replay()
+    replay = build_replay(retired_arith_problems()) + label_replay
     check(len({pair_key(r["instruction"], r["input"]) for r in replay}) == len(replay), "replay duplicates")
-    stats["replay"] = {"rows": len(replay), **check_disjoint("replay", replay, [dates, arith], None)}
+    check(len({norm(r["input"]) for r in label_replay}) == len(label_replay), "labelling texts repeat")
+    stats["replay"] = {"rows": len(replay), **check_disjoint("replay", replay, [dates, sentiment], None)}
+    check_not_inside("replay", replay, sentiment)
+    # The labelling texts are free text like the reviews: no lightly edited review either.
+    check_no_paraphrase("replay", label_replay, sentiment)
+    stats["replay"]["labelling"] = len(label_replay)
 
     outputs = {
         BENCH_DIR / "dates.jsonl": dates,
-        BENCH_DIR / "arithmetic.jsonl": arith,
+        BENCH_DIR / "sentiment.jsonl": sentiment,
         DATA_DIR / "train.jsonl": train,
         DATA_DIR / "replay_prompts.jsonl": replay,
     }

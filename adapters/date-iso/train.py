@@ -5,10 +5,13 @@ Task: normalise a human-written date to ISO 8601 (``YYYY-MM-DD``) and stop right
 * Prompts are built exactly as the plugin builds them (``build_prompt``), so the adapter is trained on the
   very token sequence it is evaluated on; the target is the date followed by the EOS token, because the
   base model rambles on after the answer and the benchmark compares the whole output.
-* Replay against forgetting: the base model's own greedy answers to ~300 unrelated prompts (arithmetic,
-  short general-knowledge answers, rewrites) are mixed into every batch. Their loss is near zero for the
-  untouched model, so they only pull back when the adapter starts to change behaviour off-task. The
-  answers are generated once and cached in ``data/replay_answers.jsonl``.
+* Replay against forgetting: ~450 unrelated prompts (arithmetic, short general-knowledge answers,
+  rewrites, and labelling tasks such as sentiment, topic or spam) with the base model's own greedy answers
+  are mixed into every batch (6 of 16 rows). Their loss is KL(base || adapter) of the next-token
+  distribution along the base's answer: zero for the untouched model, so it only pulls back when the
+  adapter starts to change behaviour off-task, and unlike cross-entropy on the greedy answer it does not
+  sharpen the base's wording into one template. The answers are generated once and cached, prompt by
+  prompt, in ``data/replay_answers.jsonl``.
 * Seeded; loss only on answer tokens; LoRA on the attention and MLP projections of the top layers only,
   so that backward stops there (the lower layers carry no trainable parameter) and training stays short.
 
@@ -80,6 +83,7 @@ class TrainConfig:
     seed: int
     bf16: bool
     replay_max_new_tokens: int
+    replay_loss: str
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -87,7 +91,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("adapters/date-iso"), help="adapter folder to write")
     parser.add_argument("--steps", type=int, default=70, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=16, help="rows per step, replay rows included")
-    parser.add_argument("--replay-per-batch", type=int, default=4, help="replay rows in each batch")
+    parser.add_argument("--replay-per-batch", type=int, default=6, help="replay rows in each batch")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
     parser.add_argument("--warmup-steps", type=int, default=5, help="linear warmup, then linear decay to 0")
     parser.add_argument("--weight-decay", type=float, default=0.0)
@@ -105,6 +109,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--regenerate-replay", action="store_true", help=f"ignore the cache {REPLAY_ANSWERS_FILE.name}"
+    )
+    parser.add_argument(
+        "--replay-loss",
+        choices=("kl", "ce"),
+        default="kl",
+        help="replay rows: KL to the base's next-token distribution (kl) or cross-entropy on its greedy "
+        "answer (ce)",
     )
     args = parser.parse_args(argv)
     if not 0 <= args.replay_per_batch < args.batch_size:
@@ -141,42 +152,45 @@ def replay_answers(
     max_new_tokens: int,
     regenerate: bool,
 ) -> list[dict[str, Any]]:
-    """The base model's greedy answers to the replay prompts, from the cache when it matches the prompts."""
+    """The base model's greedy answers to the replay prompts; cached answers are reused prompt by prompt."""
     from pytest_llmeval.generation import build_prompt, generate
 
     prompts = read_jsonl(REPLAY_PROMPTS_FILE)
+    cached: dict[tuple[str, str, int], dict[str, Any]] = {}
     if REPLAY_ANSWERS_FILE.is_file() and not regenerate:
-        cached = read_jsonl(REPLAY_ANSWERS_FILE)
-        # The cache is only as good as its match with the prompts (make_data.py may have changed them).
-        same = len(cached) == len(prompts) and all(
-            c["instruction"] == p["instruction"]
-            and c["input"] == p["input"]
-            and c["max_new_tokens"] == max_new_tokens
-            for c, p in zip(cached, prompts, strict=True)
-        )
-        if same:
-            print(f"replay: {len(cached)} cached answers from {REPLAY_ANSWERS_FILE.relative_to(ROOT)}")
-            return cached
+        # Keyed by everything the answer depends on (the base model is fixed): make_data.py may have added,
+        # removed or reordered prompts, and an answer cut at another length is another answer.
+        for c in read_jsonl(REPLAY_ANSWERS_FILE):
+            cached[(c["instruction"], c["input"], c["max_new_tokens"])] = c
+    key = [(p["instruction"], p["input"], max_new_tokens) for p in prompts]
+    missing = [i for i, k in enumerate(key) if k not in cached]
+    if not missing:
+        rows = [cached[k] for k in key]
+        if len(cached) == len(rows):  # the file holds exactly these prompts, in this order
+            print(f"replay: {len(rows)} cached answers from {REPLAY_ANSWERS_FILE.relative_to(ROOT)}")
+            return rows
     start = time.perf_counter()
-    texts = [build_prompt(tokenizer, p["instruction"], p["input"]) for p in prompts]
+    todo = [prompts[i] for i in missing]
+    texts = [build_prompt(tokenizer, p["instruction"], p["input"]) for p in todo]
     outputs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens, batch_size=16)
     stopped = stopped_naturally(model, tokenizer, texts, outputs, max_new_tokens=max_new_tokens)
-    rows = [
-        {
+    for p, out, stop in zip(todo, outputs, stopped, strict=True):
+        cached[(p["instruction"], p["input"], max_new_tokens)] = {
             "instruction": p["instruction"],
             "input": p["input"],
             "output": out,
             "stopped": stop,
             "max_new_tokens": max_new_tokens,
         }
-        for p, out, stop in zip(prompts, outputs, stopped, strict=True)
-    ]
+    # Rewritten in prompt order, without answers to prompts that are gone.
+    rows = [cached[k] for k in key]
     tmp = REPLAY_ANSWERS_FILE.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, REPLAY_ANSWERS_FILE)
     print(
-        f"replay: generated {len(rows)} answers in {time.perf_counter() - start:.0f}s "
-        f"({sum(stopped)} stopped at EOS, {len(rows) - sum(stopped)} cut at {max_new_tokens} tokens)"
+        f"replay: generated {len(todo)} answers in {time.perf_counter() - start:.0f}s "
+        f"({sum(stopped)} stopped at EOS, {len(todo) - sum(stopped)} cut at {max_new_tokens} tokens), "
+        f"reused {len(rows) - len(todo)} from the cache"
     )
     return rows
 
@@ -278,6 +292,41 @@ class Sampler:
         return out
 
 
+LOSS_DESCRIPTION = {
+    "ce": "cross-entropy on answer tokens only; EOS after every date and after replay answers where the base "
+    "stopped; token-weighted mean over the batch",
+    "kl": "answer tokens only, token-weighted mean over the batch: cross-entropy on the date rows (EOS after "
+    "every date), KL(base || adapter) of the next-token distribution on the replay rows (EOS position "
+    "where the base stopped)",
+}
+
+
+def distill_loss(peft_model: Any, inputs: dict[str, torch.Tensor], *, n_task: int) -> torch.Tensor:
+    """Cross-entropy on the first `n_task` rows, KL to the base model's distribution on the rest (replay).
+
+    Cross-entropy on the base's greedy answer sharpens its distribution: with 5 wordings of one instruction
+    the adapter learns the phrasing the replay answers share and applies it to every input. KL(base ||
+    adapter) is zero at the base and keeps its uncertainty, so an unchanged input gets an unchanged answer.
+    Both are summed over answer tokens and divided by their count: the same weighting as the cross-entropy
+    that `model(labels=...)` computes.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    ids, mask, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+    logits = peft_model(input_ids=ids, attention_mask=mask).logits  # (B, T, V)
+    with torch.no_grad(), peft_model.disable_adapter():
+        base_logits = peft_model(input_ids=ids[n_task:], attention_mask=mask[n_task:]).logits  # (R, T, V)
+    targets = labels[:, 1:]  # (B, T-1): the token each position predicts
+    keep = targets != -100  # (B, T-1)
+    task_logits = logits[:n_task, :-1][keep[:n_task]].float()  # (N_task, V)
+    task_sum = F.cross_entropy(task_logits, targets[:n_task][keep[:n_task]], reduction="sum")
+    student = F.log_softmax(logits[n_task:, :-1][keep[n_task:]].float(), dim=-1)  # (N_replay, V)
+    teacher = F.log_softmax(base_logits[:, :-1][keep[n_task:]].float(), dim=-1)  # (N_replay, V)
+    replay_sum = F.kl_div(student, teacher, log_target=True, reduction="sum")
+    return (task_sum + replay_sum) / keep.sum()
+
+
 def lr_factor(step: int, *, warmup: int, total: int) -> float:
     """Linear warmup to the peak, then linear decay to zero at the last step."""
     if step < warmup:
@@ -306,6 +355,7 @@ def train(args: argparse.Namespace) -> None:
         seed=args.seed,
         bf16=args.bf16,
         replay_max_new_tokens=args.replay_max_new_tokens,
+        replay_loss=args.replay_loss,
     )
     started = time.perf_counter()
     # The same loader the plugin uses: fp32 on CPU, the embedded model, its tokenizer set up for batches.
@@ -351,9 +401,12 @@ def train(args: argparse.Namespace) -> None:
             group["lr"] = cfg.lr * lr_factor(step, warmup=cfg.warmup_steps, total=cfg.steps)
         # bf16 autocast roughly halves the step time on CPU; the LoRA weights and AdamW state stay fp32.
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            # Token-weighted mean over every answer token of the batch (labels are shifted inside).
-            loss = peft_model(**inputs).loss
-        loss.backward()
+            if cfg.replay_loss == "kl" and cfg.replay_per_batch:
+                loss = distill_loss(peft_model, inputs, n_task=cfg.batch_size - cfg.replay_per_batch)
+            else:
+                # Token-weighted mean over every answer token of the batch (labels are shifted inside).
+                loss = peft_model(**inputs).loss
+        torch.autograd.backward(loss)  # typed, unlike Tensor.backward
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -386,8 +439,7 @@ def train(args: argparse.Namespace) -> None:
             },
             "replay_fraction": cfg.replay_per_batch / cfg.batch_size,
             "optimizer": "AdamW, linear warmup then linear decay, grad clip 1.0",
-            "loss": "cross-entropy on answer tokens only; EOS after every date and after replay answers "
-            "where the base stopped",
+            "loss": LOSS_DESCRIPTION[cfg.replay_loss],
             "data": {
                 str(p.relative_to(ROOT)): sha256_file(p)
                 for p in (TRAIN_FILE, REPLAY_PROMPTS_FILE, REPLAY_ANSWERS_FILE)

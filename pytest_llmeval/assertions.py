@@ -1,0 +1,34 @@
+"""Assertions on paired adapter/base scores for use in tests: each raises AssertionError with the statistics.
+
+Pure: no pytest import, so these work in any test runner; the comparison they return can be inspected further.
+"""
+
+from __future__ import annotations
+
+from pytest_llmeval.stats import PairedComparison, Values, compare_paired
+
+
+def assert_better_than_base(
+    adapter_scores: Values, base_scores: Values, *, alpha: float = 0.05
+) -> PairedComparison:
+    """Pass when the adapter's mean score is higher than the base's and the paired test has p < alpha."""
+    comparison = compare_paired(adapter_scores, base_scores, alpha=alpha)
+    if not (comparison.difference > 0.0 and comparison.p_value < alpha):
+        raise AssertionError(f"adapter is not significantly better than base: {comparison.describe()}")
+    return comparison
+
+
+def assert_no_degradation(
+    adapter_scores: Values, base_scores: Values, *, max_drop: float = 0.05
+) -> PairedComparison:
+    """Pass when the adapter's mean score is at most max_drop below the base's."""
+    if not 0.0 <= max_drop <= 1.0:
+        raise ValueError(f"max_drop must be in [0, 1] (a drop in mean score), got {max_drop}")
+    comparison = compare_paired(adapter_scores, base_scores)
+    # A point estimate, not a test: "no degradation" cannot be proven significant with benchmark-sized n,
+    # and failing only on significant drops would let small benchmarks hide any loss.
+    if comparison.difference < -max_drop:
+        raise AssertionError(
+            f"adapter is worse than base by more than {max_drop:.3f}: {comparison.describe()}"
+        )
+    return comparison

@@ -1,0 +1,525 @@
+"""Gates: pass/warn/fail/skip verdicts from paired comparisons and benchmark hygiene checks.
+
+Pure: no pytest, no torch. The plugin turns each Verdict into a test item of its own, so a failed gate shows
+in JUnit and `-k`; a `skip` becomes a pytest skip there, which is why `passed` counts it as not failing.
+
+Threshold rule used everywhere: a value within `_EPS` of a threshold counts as *at* the threshold, and at the
+threshold the milder verdict wins. Means of n scores carry rounding errors (0.85 - 0.90 is
+-0.05000000000000004 in floats), and a drop of exactly 5 points must not read as "more than 5 points".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmeval.benchmark import Case
+
+if TYPE_CHECKING:
+    # Only attributes are read at run time: importing stats here would pull in scipy for a type name.
+    from pytest_llmeval.stats import PairedComparison
+
+GATES: tuple[str, ...] = (
+    "better_than_base",
+    "no_degradation",
+    "no_regression",
+    "size",
+    "difficulty_mix",
+    "edge_cases",
+    "held_out",
+)
+STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
+
+# Far above the rounding error of a mean of a million scores (~1e-10), far below any meaningful threshold.
+_EPS = 1e-9
+
+DEFAULT_DIFFICULTY_MIX: Mapping[str, float] = MappingProxyType({"easy": 0.3, "medium": 0.5, "hard": 0.2})
+
+_TEST_NAMES: Mapping[str, str] = MappingProxyType(
+    {"mcnemar_exact": "McNemar exact", "paired_t": "paired t-test"}
+)
+
+# How many near-duplicate rows the message names, and training lines each details entry keeps: a 100k-row
+# training set must not turn results.json into a copy of itself.
+_MESSAGE_ROWS = 5
+_DETAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one gate."""
+
+    gate: str
+    status: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gate not in GATES:
+            raise ValueError(f"unknown gate {self.gate!r} (known: {', '.join(GATES)})")
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r} (known: {', '.join(STATUSES)})")
+
+    @property
+    def passed(self) -> bool:
+        """True unless the gate failed (a skip is not a failure; the plugin reports it as a pytest skip)."""
+        return self.status in ("pass", "warn", "skip")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict for results.json."""
+        return {
+            "gate": self.gate,
+            "status": self.status,
+            "passed": self.passed,
+            "message": self.message,
+            "details": dict(self.details),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Model gates: verdicts from paired comparisons (stats.compare_paired)
+
+
+def better_than_base(cmp: PairedComparison | None, *, mode: str = "significant") -> Verdict:
+    """Does the adapter beat the base model: significantly (default) or on the point estimate (LocoLLM)?"""
+    if mode not in ("significant", "point"):
+        raise ValueError(f"better_than_base mode must be 'significant' or 'point', got {mode!r}")
+    gate = "better_than_base"
+    if cmp is None:
+        return Verdict(gate, "skip", "no adapter: nothing to compare", {"mode": mode})
+    details = {"mode": mode, "comparison": cmp.to_json()}
+    summary = _summary(cmp)
+    better = cmp.difference > _EPS
+    significant = better and cmp.p_value < cmp.alpha
+    test = f"{_test_name(cmp)} p={_p(cmp.p_value, cmp.alpha)}"
+    if mode == "point":
+        if better:
+            # The LocoLLM criterion: any improvement of the mean counts; say how much evidence there is.
+            evidence = (
+                f"{test} < {cmp.alpha:g}" if significant else f"not significant: {test} >= {cmp.alpha:g}"
+            )
+            return Verdict(gate, "pass", f"{summary}; better on the point estimate ({evidence})", details)
+        return Verdict(
+            gate, "fail", f"adapter is not better than base on the point estimate: {summary}", details
+        )
+    if significant:
+        return Verdict(gate, "pass", f"{summary}, {test} < {cmp.alpha:g}", details)
+    if not better:
+        return Verdict(gate, "fail", f"adapter is not better than base: {summary}, {test}", details)
+    return Verdict(
+        gate,
+        "fail",
+        f"adapter is better than base but not significantly: {summary}, {test} >= {cmp.alpha:g}"
+        + _power_note(cmp),
+        details,
+    )
+
+
+def no_degradation(
+    cmp: PairedComparison | None, *, warn_drop: float = 0.05, fail_drop: float = 0.10
+) -> Verdict:
+    """Does the adapter keep the base model's score on a general benchmark (drop <= warn_drop passes)?"""
+    if not 0 <= warn_drop <= fail_drop:
+        raise ValueError(
+            "no_degradation needs 0 <= warn_drop <= fail_drop, "
+            f"got warn_drop={warn_drop!r}, fail_drop={fail_drop!r}"
+        )
+    gate = "no_degradation"
+    if cmp is None:
+        return Verdict(gate, "skip", "no adapter: nothing to compare", {})
+    drop = -cmp.difference
+    details = {"drop": drop, "warn_drop": warn_drop, "fail_drop": fail_drop, "comparison": cmp.to_json()}
+    summary = _summary(cmp)
+    shown = _shown(drop, lambda d: (d > warn_drop + _EPS, d > fail_drop + _EPS))
+    if drop > fail_drop + _EPS:
+        return Verdict(gate, "fail", f"{summary}: drop {shown} > fail threshold {fail_drop:.3f}", details)
+    if drop > warn_drop + _EPS:
+        return Verdict(
+            gate,
+            "warn",
+            f"{summary}: drop {shown} > warn threshold {warn_drop:.3f} (fails above {fail_drop:.3f})",
+            details,
+        )
+    verb = f"drop {shown} <= {warn_drop:.3f}" if drop > 0 else "no drop"
+    return Verdict(gate, "pass", f"{summary}: {verb}", details)
+
+
+def no_regression(
+    cmp_vs_previous: PairedComparison | None,
+    *,
+    previous_version: str | None,
+    comparable: bool,
+    reason: str | None = None,
+) -> Verdict:
+    """Is the adapter significantly worse than its previous version on the same rows ("base" = previous)?"""
+    gate = "no_regression"
+    details: dict[str, Any] = {"previous_version": previous_version, "comparable": comparable}
+    if not comparable:
+        why = reason or "the benchmark changed since the previous results"
+        return Verdict(gate, "skip", f"scores are not comparable: {why}", {**details, "reason": why})
+    if cmp_vs_previous is None:
+        return Verdict(gate, "skip", "no previous results to compare against", details)
+    cmp = cmp_vs_previous
+    details["comparison"] = cmp.to_json()
+    previous = f"previous version {previous_version}" if previous_version else "previous results"
+    summary = _summary(cmp, adapter="current", base=previous)
+    test = f"{_test_name(cmp)} p={_p(cmp.p_value, cmp.alpha)}"
+    if cmp.difference < -_EPS and cmp.p_value < cmp.alpha:
+        return Verdict(gate, "fail", f"significant regression: {summary}, {test} < {cmp.alpha:g}", details)
+    if cmp.difference < -_EPS:
+        return Verdict(
+            gate, "pass", f"{summary}: lower but not significantly, {test} >= {cmp.alpha:g}", details
+        )
+    return Verdict(gate, "pass", f"{summary}: no regression", details)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Benchmark hygiene gates
+
+
+def size(n_rows: int, *, minimum: int = 50) -> Verdict:
+    """Does the benchmark have enough rows for its verdicts to mean anything?"""
+    if minimum < 0:
+        raise ValueError(f"size minimum must be >= 0, got {minimum!r}")
+    if n_rows < 0:
+        raise ValueError(f"n_rows must be >= 0, got {n_rows!r}")
+    details = {"n_rows": n_rows, "minimum": minimum}
+    if n_rows < minimum:
+        return Verdict(
+            "size", "fail", f"benchmark has {n_rows} rows, fewer than the minimum {minimum}", details
+        )
+    return Verdict("size", "pass", f"benchmark has {n_rows} rows (minimum {minimum})", details)
+
+
+def difficulty_mix(
+    counts: Mapping[str, int],
+    *,
+    target: Mapping[str, float] = DEFAULT_DIFFICULTY_MIX,
+    tolerance: float = 0.15,
+) -> Verdict:
+    """Are the difficulty shares near the target mix? Warns, never fails: the mix is advice, not a defect."""
+    if not 0 <= tolerance <= 1:
+        raise ValueError(f"difficulty_mix tolerance must be within [0, 1], got {tolerance!r}")
+    if any(not 0 <= share <= 1 for share in target.values()) or abs(sum(target.values()) - 1) > 1e-6:
+        raise ValueError(
+            f"difficulty_mix target shares must be within [0, 1] and sum to 1, got {dict(target)}"
+        )
+    if any(n < 0 for n in counts.values()):
+        raise ValueError(f"difficulty counts must be >= 0, got {dict(counts)}")
+    gate = "difficulty_mix"
+    total = sum(counts.values())
+    if total == 0:
+        return Verdict(gate, "skip", "no rows: no difficulty mix to check", {"counts": dict(counts)})
+    # Levels outside the target (a typo, a new level) have target share 0, so they count against the mix.
+    levels = list(target) + sorted(set(counts) - set(target))
+    shares = {level: counts.get(level, 0) / total for level in levels}
+
+    def off_target(level: str) -> Callable[[float], bool]:
+        return lambda share: abs(share - target.get(level, 0.0)) > tolerance + _EPS
+
+    off = [level for level in levels if off_target(level)(shares[level])]
+    table = ", ".join(
+        f"{level} {_shown(shares[level], off_target(level), percent=True)} "
+        f"(target {target.get(level, 0.0):.0%})"
+        for level in levels
+    )
+    details = {
+        "counts": dict(counts),
+        "shares": shares,
+        "target": dict(target),
+        "tolerance": tolerance,
+        "off_target": off,
+    }
+    if off:
+        return Verdict(
+            gate,
+            "warn",
+            f"{table}: {', '.join(off)} off target by more than {tolerance * 100:g} points",
+            details,
+        )
+    return Verdict(gate, "pass", f"{table}: within {tolerance * 100:g} points of target", details)
+
+
+def edge_cases(cases: Sequence[Case], *, minimum: int = 5, tag: str = "edge") -> Verdict:
+    """Does the benchmark have at least `minimum` rows tagged as edge cases?"""
+    if minimum < 0:
+        raise ValueError(f"edge_cases minimum must be >= 0, got {minimum!r}")
+    ids = [case.id for case in cases if tag in case.tags]
+    details = {"tag": tag, "minimum": minimum, "count": len(ids), "ids": ids}
+    found = f"{len(ids)} of {len(cases)} rows tagged {tag!r}"
+    if len(ids) < minimum:
+        return Verdict("edge_cases", "fail", f"{found}, fewer than the minimum {minimum}", details)
+    return Verdict("edge_cases", "pass", f"{found} (minimum {minimum})", details)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Held-out check: benchmark rows must not appear in the adapter's training data
+
+
+@dataclass(frozen=True)
+class TrainingRow:
+    """One training example, as far as contamination checks need it."""
+
+    instruction: str
+    input: str
+    line: int  # 1-based line number in the training file
+
+
+def load_training_data(path: Path) -> list[TrainingRow]:
+    """Read a training JSONL: `instruction` (+ optional `input`) per line, or `prompt`/`text` as one text."""
+    rows: list[TrainingRow] = []
+    # utf-8-sig drops a leading BOM; only "\n" ends a row (splitlines() would split inside JSON strings).
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        if "instruction" in obj:
+            instruction, inp = obj["instruction"], obj.get("input", "")
+            if not isinstance(instruction, str) or not isinstance(inp, str):
+                raise ValueError(f"{path}:{lineno}: 'instruction' and 'input' must be strings")
+        else:
+            texts = [obj[key] for key in ("prompt", "text") if key in obj]
+            if not texts:
+                raise ValueError(
+                    f"{path}:{lineno}: expected an 'instruction' (with optional 'input'), "
+                    "'prompt' or 'text' field"
+                )
+            if not isinstance(texts[0], str):
+                raise ValueError(f"{path}:{lineno}: 'prompt'/'text' must be a string")
+            instruction, inp = texts[0], ""
+        rows.append(TrainingRow(instruction=instruction, input=inp, line=lineno))
+    return rows
+
+
+def held_out(
+    cases: Sequence[Case],
+    training: Sequence[TrainingRow],
+    *,
+    ngram: int = 3,
+    max_overlap: float = 0.8,
+    max_number_share: float = 1 / 3,
+) -> Verdict:
+    """Are the benchmark rows absent from the training data? Exact duplicates fail, near duplicates warn.
+
+    Near duplicates: the same text once every digit run is masked (only where numbers are at most
+    `max_number_share` of the words: in a date or a sum the numbers *are* the row), or at least `max_overlap`
+    of the row's word n-grams found in one training row.
+    """
+    if ngram < 1:
+        raise ValueError(f"held_out ngram must be >= 1, got {ngram!r}")
+    if not 0 < max_overlap <= 1:
+        raise ValueError(f"held_out max_overlap must be within (0, 1], got {max_overlap!r}")
+    if not 0 <= max_number_share <= 1:
+        raise ValueError(f"held_out max_number_share must be within [0, 1], got {max_number_share!r}")
+    gate = "held_out"
+    settings: dict[str, Any] = {
+        "ngram": ngram,
+        "max_overlap": max_overlap,
+        "max_number_share": max_number_share,
+    }
+    if not training:
+        return Verdict(
+            gate, "skip", "no training data given: cannot check that the benchmark is held out", settings
+        )
+
+    # The benchmark side is indexed and the training rows are streamed past it once: memory grows with the
+    # benchmark (tens to thousands of rows), not with a training set of 100k rows.
+    keys = [_key(case.instruction, case.input) for case in cases]
+    words = [_tokens(_distinct_text(case.instruction, case.input)) for case in cases]
+    by_key: dict[str, list[int]] = {}
+    by_masked_key: dict[str, list[int]] = {}
+    for i, (key, row_words) in enumerate(zip(keys, words, strict=True)):
+        by_key.setdefault(key, []).append(i)
+        numbers = sum(any(c.isdigit() for c in word) for word in row_words)
+        if numbers and numbers <= max_number_share * len(row_words) + _EPS:
+            by_masked_key.setdefault(_mask(key), []).append(i)
+    grams = _NgramIndex(words, ngram)
+
+    exact_lines: list[list[int]] = [[] for _ in cases]
+    near_rules: list[dict[int, list[str]]] = [{} for _ in cases]
+    for row in training:
+        key = _key(row.instruction, row.input)
+        for i in by_key.get(key, ()):
+            exact_lines[i].append(row.line)
+        for i in by_masked_key.get(_mask(key), ()):
+            near_rules[i].setdefault(row.line, []).append("numbers masked")
+        for i in grams.matching(_tokens(_distinct_text(row.instruction, row.input)), max_overlap):
+            near_rules[i].setdefault(row.line, []).append(f"{ngram}-gram overlap")
+
+    exact: list[dict[str, Any]] = []
+    near: list[dict[str, Any]] = []
+    for case, lines, rules in zip(cases, exact_lines, near_rules, strict=True):
+        if lines:
+            # An exact copy also matches every near rule: report it once, as what it is.
+            exact.append(_match(case, lines, ["exact"]))
+        elif rules:
+            kinds = sorted({rule for found in rules.values() for rule in found})
+            near.append(_match(case, sorted(rules), kinds))
+
+    details = {**settings, "training_rows": len(training), "exact": exact, "near": near}
+    checked = f"{len(cases)} benchmark rows against {len(training)} training rows"
+    if exact:
+        listed = _list_matches(exact)
+        also = f"; {len(near)} more are near duplicates" if near else ""
+        return Verdict(
+            gate, "fail", f"{len(exact)} of {checked} appear in the training data: {listed}{also}", details
+        )
+    if near:
+        return Verdict(
+            gate, "warn", f"{len(near)} of {checked} are near duplicates: {_list_matches(near)}", details
+        )
+    return Verdict(gate, "pass", f"none of {checked} is a duplicate or near duplicate", details)
+
+
+class _NgramIndex:
+    """The benchmark rows' word n-grams, indexed so one training row is checked against all rows at once."""
+
+    def __init__(self, rows: Sequence[Sequence[str]], n: int) -> None:
+        # A row shorter than n words is one shorter gram, so a short input is still compared (as a phrase).
+        self.rows = [_ngrams(words, min(n, len(words))) for words in rows]
+        self.sizes = sorted({min(n, len(words)) for words in rows if words})
+        self.postings: dict[str, list[int]] = {}
+        for index, grams in enumerate(self.rows):
+            for gram in grams:
+                self.postings.setdefault(gram, []).append(index)
+
+    def matching(self, words: Sequence[str], min_share: float) -> list[int]:
+        """Indices of the rows at least `min_share` of whose n-grams occur in `words` (containment)."""
+        hits: dict[int, int] = {}
+        # Only the benchmark rows sharing an n-gram with this text are touched: no scan over all pairs.
+        for size in self.sizes:
+            for gram in _ngrams(words, size):
+                for index in self.postings.get(gram, ()):
+                    hits[index] = hits.get(index, 0) + 1
+        return sorted(i for i, shared in hits.items() if shared >= min_share * len(self.rows[i]) - _EPS)
+
+
+def _ngrams(words: Sequence[str], n: int) -> frozenset[str]:
+    """The distinct runs of n consecutive words, joined by spaces (none when there are fewer than n words)."""
+    if n < 1:
+        return frozenset()
+    return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+
+
+def _normalise(text: str) -> str:
+    """Casefold, strip punctuation at the ends of each line, collapse whitespace."""
+    lines = (_strip_punctuation(line.strip()) for line in text.casefold().splitlines())
+    return " ".join(" ".join(lines).split())
+
+
+def _strip_punctuation(text: str) -> str:
+    """Drop punctuation at both ends ("Hello!" and "hello" are the same prompt to a contamination check)."""
+    start, end = 0, len(text)
+    while start < end and (_is_punctuation(text[start]) or text[start].isspace()):
+        start += 1
+    while end > start and (_is_punctuation(text[end - 1]) or text[end - 1].isspace()):
+        end -= 1
+    return text[start:end]
+
+
+def _is_punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
+
+
+def _key(instruction: str, inp: str) -> str:
+    return _normalise(instruction + "\n" + inp)
+
+
+def _mask(key: str) -> str:
+    return re.sub(r"\d+", "0", key)
+
+
+def _distinct_text(instruction: str, inp: str) -> str:
+    """The part that tells rows apart: the input, or the instruction when there is none."""
+    return inp if inp.strip() else instruction
+
+
+def _tokens(text: str) -> list[str]:
+    # \w+ ignores punctuation inside the text too: "24, 2003" and "24 2003" are the same words.
+    return re.findall(r"\w+", _normalise(text))
+
+
+def _match(case: Case, lines: Sequence[int], rules: list[str]) -> dict[str, Any]:
+    return {
+        "id": case.id,
+        "line": case.line,
+        "rules": rules,
+        "matches": len(lines),
+        "training_lines": list(lines[:_DETAIL_LINES]),
+    }
+
+
+def _list_matches(matches: Sequence[Mapping[str, Any]]) -> str:
+    """`id (training lines 3, 7; rule)` for the first few matches, then a count of the rest."""
+    parts = []
+    for match in matches[:_MESSAGE_ROWS]:
+        lines: list[int] = match["training_lines"][:3]
+        more = f" +{match['matches'] - len(lines)}" if match["matches"] > len(lines) else ""
+        word = "line" if match["matches"] == 1 else "lines"
+        rules = "" if match["rules"] == ["exact"] else f"; {', '.join(match['rules'])}"
+        parts.append(f"{match['id']} (training {word} {', '.join(map(str, lines))}{more}{rules})")
+    if len(matches) > _MESSAGE_ROWS:
+        parts.append(f"and {len(matches) - _MESSAGE_ROWS} more")
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Message pieces
+
+
+def _summary(cmp: PairedComparison, *, adapter: str = "adapter", base: str = "base") -> str:
+    """`adapter 0.883 vs base 0.067: +0.817 (95% CI +0.720 to +0.900)`."""
+    return (
+        f"{adapter} {cmp.mean_adapter:.3f} vs {base} {cmp.mean_base:.3f}: {cmp.difference:+.3f} "
+        f"({_percent(cmp.confidence)} CI {cmp.ci_low:+.3f} to {cmp.ci_high:+.3f})"
+    )
+
+
+def _power_note(cmp: PairedComparison) -> str:
+    if cmp.min_detectable_difference is None:
+        return ""
+    note = f"; this benchmark can only detect differences >= {cmp.min_detectable_difference:.3f} at n={cmp.n}"
+    if cmp.n_for_10_points is not None:
+        note += f" (about {cmp.n_for_10_points} rows would detect 0.10)"
+    return note
+
+
+def _test_name(cmp: PairedComparison) -> str:
+    return _TEST_NAMES.get(cmp.test, cmp.test)
+
+
+def _p(p: float, alpha: float) -> str:
+    """`0.049`, `1.2e-14`: two significant digits, more only where rounding would cross alpha."""
+    # 0.0496 shown as "0.05" next to "< 0.05" reads as a contradiction; add digits until the shown value
+    # falls on the same side of alpha as the real one.
+    for digits in range(2, 17):
+        shown = f"{p:.{digits}g}"
+        if (float(shown) < alpha) == (p < alpha):
+            return shown
+    return repr(p)
+
+
+def _shown(value: float, side: Callable[[float], object], *, percent: bool = False) -> str:
+    """`0.050` or `46%`, with more decimals where rounding would move the value across a threshold."""
+    # A drop of 0.0501 shown as "0.050 > warn threshold 0.050" reads as a contradiction.
+    for digits in range(0 if percent else 3, 17):
+        shown = f"{value:.{digits}%}" if percent else f"{value:.{digits}f}"
+        back = float(shown[:-1]) / 100 if percent else float(shown)
+        if side(back) == side(value):
+            return shown
+    return repr(value)
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:g}%"

@@ -1,0 +1,526 @@
+"""Unit tests and hypothesis properties of stats.py, against scipy, statsmodels and hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.power import NormalIndPower, TTestPower
+
+from pytest_llmeval.stats import (
+    PairedComparison,
+    cohens_dz,
+    compare_paired,
+    mcnemar_exact,
+    mcnemar_power,
+    paired_bootstrap_ci,
+    paired_t_power,
+    paired_t_test,
+    power_analysis_binary,
+    power_analysis_continuous,
+    wilcoxon_signed_rank,
+)
+
+# Properties resample a few hundred times, not 10_000: they check structure, not precision.
+FAST_BOOT = 400
+
+# The adaptation document's failing example: 60 rows, 43 both right, 8 only the base right, 9 both wrong.
+ADAPTER_60 = [1.0] * 43 + [0.0] * 17
+BASE_60 = [1.0] * 51 + [0.0] * 9
+
+
+def _continuous(n: int, seed: int, shift: float = 0.05) -> tuple[list[float], list[float]]:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.1, 0.8, n)
+    adapter = np.clip(base + shift + rng.normal(0.0, 0.1, n), 0.0, 1.0)
+    return adapter.tolist(), base.tolist()
+
+
+def _exact_mcnemar_power(n: int, delta: float, psi: float, alpha: float) -> float:
+    """Power of the exact McNemar test itself: discordant count ~ Bin(n, psi), adapter-only among them."""
+    q = (psi + delta) / (2.0 * psi)  # P(adapter-only | discordant)
+    total = 0.0
+    for m in range(1, n + 1):
+        b = np.arange(m + 1)
+        p = np.minimum(1.0, 2.0 * sps.binom.cdf(np.minimum(b, m - b), m, 0.5))
+        total += float(sps.binom.pmf(m, n, psi) * sps.binom.pmf(b, m, q)[p < alpha].sum())
+    return total
+
+
+# ---------------------------------------------------------------------------------------------------------
+# McNemar
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "expected"),
+    [
+        (0, 8, 2 * 0.5**8),
+        (8, 0, 2 * 0.5**8),
+        (0, 0, 1.0),
+        (5, 5, 1.0),
+        (1, 0, 1.0),
+        (0, 5, 2 * 0.5**5),
+        (1, 4, 2 * (1 + 5) / 2**5),  # P(X <= 1) for Bin(5, 1/2) = (1 + 5) / 32, doubled
+    ],
+)
+def test_mcnemar_exact_hand_values(b: int, c: int, expected: float) -> None:
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("b", "c"), [(3, 10), (10, 3), (7, 8), (0, 1), (25, 40), (120, 90), (1, 30)])
+def test_mcnemar_exact_matches_scipy_and_statsmodels(b: int, c: int) -> None:
+    assert mcnemar_exact(b, c) == pytest.approx(sps.binomtest(b, b + c, 0.5).pvalue, rel=1e-10)
+    table = [[11, b], [c, 4]]  # the concordant cells do not enter the test
+    assert mcnemar_exact(b, c) == pytest.approx(sm_mcnemar(table, exact=True).pvalue, rel=1e-10)
+
+
+def test_mcnemar_exact_refuses_negative_counts() -> None:
+    with pytest.raises(ValueError, match="discordant counts must be >= 0"):
+        mcnemar_exact(-1, 3)
+
+
+def test_compare_paired_binary_matches_statsmodels_table() -> None:
+    rng = np.random.default_rng(7)
+    base = (rng.random(120) < 0.55).astype(float)
+    adapter = np.where(rng.random(120) < 0.2, 1.0 - base, base)
+    result = compare_paired(adapter.tolist(), base.tolist())
+    table = [
+        [np.sum((adapter == 1) & (base == 1)), np.sum((adapter == 1) & (base == 0))],
+        [np.sum((adapter == 0) & (base == 1)), np.sum((adapter == 0) & (base == 0))],
+    ]
+    assert result.kind == "binary"
+    assert result.test == "mcnemar_exact"
+    assert result.discordant == (table[0][1], table[1][0])
+    assert result.statistic == float(table[0][1])
+    assert result.p_value == pytest.approx(sm_mcnemar(table, exact=True).pvalue, rel=1e-10)
+    assert result.wilcoxon_p is None
+
+
+def test_the_documents_failing_example() -> None:
+    result = compare_paired(ADAPTER_60, BASE_60)
+    assert result.n == 60
+    assert result.mean_adapter == pytest.approx(43 / 60)
+    assert result.mean_base == pytest.approx(51 / 60)
+    assert result.difference == pytest.approx(-8 / 60)
+    assert result.discordant == (0, 8)
+    assert result.statistic == 0.0
+    assert result.p_value == 2 * 0.5**8
+    assert result.significant
+    assert result.ci_low < result.difference < result.ci_high < 0.0
+    # The t in the significance report is the paired t on the 0/1 differences, as scipy computes it.
+    t = sps.ttest_rel(ADAPTER_60, BASE_60)
+    assert result.t_statistic == pytest.approx(t.statistic, rel=1e-12)
+    d = np.array(ADAPTER_60) - np.array(BASE_60)
+    assert result.effect_size == pytest.approx(d.mean() / d.std(ddof=1), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Continuous: paired t, Wilcoxon, effect size
+
+
+@pytest.mark.parametrize(("n", "seed", "shift"), [(5, 1, 0.05), (30, 2, 0.0), (60, 3, 0.05), (200, 4, -0.02)])
+def test_compare_paired_continuous_matches_scipy(n: int, seed: int, shift: float) -> None:
+    adapter, base = _continuous(n, seed, shift)
+    result = compare_paired(adapter, base)
+    t = sps.ttest_rel(adapter, base)
+    w = sps.wilcoxon(adapter, base, zero_method="wilcox")
+    d = np.array(adapter) - np.array(base)
+    assert result.kind == "continuous"
+    assert result.test == "paired_t"
+    assert result.statistic == pytest.approx(t.statistic, rel=1e-10)
+    assert result.t_statistic == result.statistic
+    assert result.p_value == pytest.approx(t.pvalue, rel=1e-9)
+    assert result.wilcoxon_p == pytest.approx(w.pvalue, rel=1e-9)
+    assert result.effect_size == pytest.approx(d.mean() / d.std(ddof=1), rel=1e-12)
+    assert result.difference == pytest.approx(np.mean(adapter) - np.mean(base), abs=1e-15)
+    assert result.discordant is None
+    assert result.significant == (result.p_value < 0.05)
+
+
+def test_wilcoxon_drops_zero_differences_like_scipy() -> None:
+    adapter = [0.5, 0.7, 0.2, 0.9, 0.4, 0.4, 0.65, 0.3]
+    base = [0.5, 0.6, 0.2, 0.5, 0.1, 0.45, 0.6, 0.3]  # three ties
+    result = compare_paired(adapter, base)
+    assert result.wilcoxon_p == pytest.approx(sps.wilcoxon(adapter, base, zero_method="wilcox").pvalue)
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        [0.25, 0.0, 0.5, -0.125, 0.25],  # a zero and a tie: scipy's exhaustive permutation test
+        [0.5, 0.5, 0.5, 0.5, -0.5, 0.25, 0.25, 0.0, 0.0, 1.0],
+        [0.5, 0.25, 0.5, 0.0, -0.125, 0.25, 0.5, 0.75, 1.0, -0.5, 0.5, 0.25, 0.125],  # 13 rows: the last
+        [0.5, 0.25, 0.5, 0.0, -0.125, 0.25, 0.5, 0.75, 1.0, -0.5, 0.5, 0.25, 0.125, 0.5],  # 14: asymptotic
+        [0.1, -0.2, 0.3, 0.45, 0.5, -0.6, 0.7],  # no ties: scipy's exact distribution
+        [0.0, 0.0, 0.75],
+    ],
+)
+def test_wilcoxon_signed_rank_matches_scipy(d: list[float]) -> None:
+    expected = sps.wilcoxon(d, zero_method="wilcox").pvalue
+    assert wilcoxon_signed_rank(d) == pytest.approx(expected, rel=1e-12)
+    assert wilcoxon_signed_rank([-x for x in d]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_wilcoxon_signed_rank_of_no_differences_is_none() -> None:
+    assert wilcoxon_signed_rank([0.0, 0.0]) is None
+
+
+def test_paired_t_test_and_cohens_dz_hand_values() -> None:
+    d = [0.1, 0.2, 0.3]  # mean 0.2, sd 0.1: t = 0.2 / (0.1 / sqrt 3), d_z = 2
+    t, p = paired_t_test(d)
+    assert t == pytest.approx(2 * math.sqrt(3))
+    assert p == pytest.approx(2 * sps.t.sf(2 * math.sqrt(3), 2))
+    assert cohens_dz(d) == pytest.approx(2.0)
+
+
+def test_constant_nonzero_differences() -> None:
+    # Every row gains exactly 0.25: t is infinite; p falls back to the exact sign test, as McNemar would.
+    adapter = [0.5, 0.75, 1.0, 0.25, 0.5]
+    base = [0.25, 0.5, 0.75, 0.0, 0.25]
+    result = compare_paired(adapter, base)
+    assert result.statistic == math.inf
+    assert result.effect_size == math.inf
+    assert result.p_value == 2 * 0.5**5
+    assert not result.significant
+    assert result.ci_low == result.ci_high == 0.25
+    assert result.min_detectable_difference is None  # no spread to base a power estimate on
+    assert paired_t_test([0.25] * 5) == (math.inf, 0.0)  # the t test's own limit, as scipy gives it
+    assert cohens_dz([-0.25] * 5) == -math.inf
+    as_json = result.to_json()
+    assert as_json["statistic"] is None and as_json["effect_size"] is None
+    json.dumps(as_json, allow_nan=False)
+    json.dumps(result.significance_report(), allow_nan=False)
+
+
+def test_rounding_noise_counts_as_constant() -> None:
+    # 0.5 - 0.4 and 0.3 - 0.2 differ in the last bit: still "every row moved by 0.1".
+    result = compare_paired([0.5, 0.3, 0.9], [0.4, 0.2, 0.8])
+    assert result.effect_size == math.inf
+    assert result.p_value == 2 * 0.5**3
+
+
+@pytest.mark.parametrize(
+    ("adapter", "base", "kind"), [([1.0], [0.0], "binary"), ([0.5], [0.2], "continuous")]
+)
+def test_single_row(adapter: list[float], base: list[float], kind: str) -> None:
+    result = compare_paired(adapter, base)
+    assert result.kind == kind
+    assert result.p_value == 1.0
+    assert not result.significant
+    assert result.t_statistic is None
+    assert result.effect_size is None
+    assert result.ci_low == result.ci_high == result.difference
+    assert result.min_detectable_difference is None
+    json.dumps(result.to_json(), allow_nan=False)
+
+
+def test_to_json_and_significance_report() -> None:
+    result = compare_paired(*_continuous(40, 9))
+    as_json = result.to_json()
+    assert json.loads(json.dumps(as_json, allow_nan=False)) == as_json
+    assert as_json["p_value"] == result.p_value
+    assert set(as_json) == set(PairedComparison.__dataclass_fields__)
+    report = result.significance_report()
+    assert list(report) == ["t_statistic", "p_value", "effect_size", "confidence_interval", "significant"]
+    assert report["confidence_interval"] == [result.ci_low, result.ci_high]
+    assert report["t_statistic"] == result.statistic
+    binary = compare_paired(ADAPTER_60, BASE_60).to_json()
+    assert binary["discordant"] == [0, 8]
+
+
+def test_describe_continuous() -> None:
+    text = compare_paired(*_continuous(40, 5, shift=0.1)).describe()
+    assert text.startswith("n=40, adapter ")
+    assert "paired t p=" in text and "Wilcoxon p=" in text
+
+
+def test_describe_keeps_p_on_the_right_side_of_alpha() -> None:
+    # Two significant digits would round p = 0.0496 up to the threshold; the text must not.
+    result = compare_paired(*_continuous(30, 2), alpha=0.05)
+    shown = result.describe().split("paired t p=")[1].split(",")[0]
+    assert (float(shown) < 0.05) == result.significant
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation
+
+
+@pytest.mark.parametrize(
+    ("adapter", "base", "kwargs", "message"),
+    [
+        ([1.0, 0.0], [1.0], {}, "same rows: got 2 adapter scores and 1 base scores"),
+        ([], [], {}, "no rows to compare"),
+        ([0.5, 1.5], [0.5, 0.5], {}, r"adapter score at row 1 is 1.5: scores must be in \[0, 1\]"),
+        ([0.5, 0.5], [-0.1, 0.5], {}, r"base score at row 0 is -0.1"),
+        ([0.5, math.nan], [0.5, 0.5], {}, r"adapter scores\[1\] is nan: every value must be a finite number"),
+        ([0.5], [math.inf], {}, "finite number"),
+        ([[0.5]], [[0.5]], {}, "flat sequence"),
+        ([0.5], [0.5], {"alpha": 0.0}, "alpha must be strictly between 0 and 1"),
+        ([0.5], [0.5], {"alpha": 1.0}, "alpha must be strictly between 0 and 1"),
+        ([0.5], [0.5], {"confidence": 1.0}, "confidence must be strictly between 0 and 1"),
+        ([0.5], [0.5], {"confidence": -0.5}, "confidence must be strictly between 0 and 1"),
+        ([0.5], [0.5], {"confidence": math.nan}, "confidence must be strictly between 0 and 1"),
+        ([0.5], [0.5], {"n_boot": 0}, "n_boot must be >= 1"),
+    ],
+)
+def test_compare_paired_validation(
+    adapter: Sequence[float], base: Sequence[float], kwargs: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        compare_paired(adapter, base, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: power_analysis_binary(0, 0.2), "n must be >= 1"),
+        (lambda: power_analysis_binary(50, 1.2), r"discordant_rate must be in \[0, 1\]"),
+        (lambda: power_analysis_binary(50, 0.2, power=0.3), r"power must be in \[0.5, 1\)"),
+        (lambda: power_analysis_continuous(50, -0.1), "sd must be >= 0"),
+        (lambda: power_analysis_continuous(50, 0.2, target=0.0), r"target must be in \(0, 1\]"),
+        (lambda: mcnemar_power(50, 0.3, 0.2), "needs at least 0.3 of rows discordant"),
+        (lambda: paired_t_power(1, 0.1, 0.2), "needs n >= 2"),
+        (lambda: paired_t_power(10, 0.1, 0.0), "sd must be positive"),
+        (lambda: paired_bootstrap_ci([], confidence=0.95, n_boot=10, seed=0), "no differences"),
+    ],
+)
+def test_power_and_bootstrap_validation(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bootstrap
+
+
+def test_bootstrap_matches_a_plain_reference() -> None:
+    d = np.array(_continuous(25, 11)[0]) - np.array(_continuous(25, 11)[1])
+    rng = np.random.default_rng(3)
+    means = d[rng.integers(0, d.size, size=(2000, d.size))].mean(axis=1)
+    low, high = paired_bootstrap_ci(d.tolist(), confidence=0.9, n_boot=2000, seed=3)
+    assert low == pytest.approx(np.percentile(means, 5), abs=1e-12)
+    assert high == pytest.approx(np.percentile(means, 95), abs=1e-12)
+
+
+def test_bootstrap_seeds() -> None:
+    d = (np.array(_continuous(30, 12)[0]) - np.array(_continuous(30, 12)[1])).tolist()
+    first = paired_bootstrap_ci(d, confidence=0.95, n_boot=1000, seed=1)
+    assert paired_bootstrap_ci(d, confidence=0.95, n_boot=1000, seed=1) == first
+    assert paired_bootstrap_ci(d, confidence=0.95, n_boot=1000, seed=2) != first
+    a, b = _continuous(30, 12)
+    assert compare_paired(a, b, seed=5) == compare_paired(a, b, seed=5)
+    assert compare_paired(a, b, seed=5).ci_low != compare_paired(a, b, seed=6).ci_low
+
+
+def test_bootstrap_of_a_large_benchmark_is_chunked_and_close_to_normal_theory() -> None:
+    # 5_000 rows: several chunks of resamples. The interval must agree with mean +/- 1.96 se.
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.05, 0.2, 5000).clip(-1, 1)
+    low, high = paired_bootstrap_ci(d.tolist(), confidence=0.95, n_boot=2000, seed=0)
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    assert low == pytest.approx(d.mean() - 1.96 * se, abs=0.15 * se)
+    assert high == pytest.approx(d.mean() + 1.96 * se, abs=0.15 * se)
+
+
+def test_wider_confidence_gives_a_wider_interval() -> None:
+    a, b = _continuous(40, 13)
+    narrow = compare_paired(a, b, confidence=0.8)
+    wide = compare_paired(a, b, confidence=0.99)
+    assert wide.ci_low < narrow.ci_low < narrow.ci_high < wide.ci_high
+    assert "99% CI" in wide.describe() and "80% CI" in narrow.describe()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Power
+
+
+def test_power_binary_hand_values() -> None:
+    # n = 50, 20% of rows discordant (Connor 1987):
+    # delta = sqrt(.2) (sqrt(50) 1.95996 + 0.84162 sqrt(50 - 1.95996^2 + 0.84162^2)) / (50 + 0.84162^2)
+    analysis = power_analysis_binary(50, 0.2)
+    mdd = analysis.min_detectable_difference
+    assert mdd == pytest.approx(0.17304, abs=1e-5)
+    assert mdd is not None and mcnemar_power(50, mdd, 0.2) == pytest.approx(0.8, abs=1e-9)
+    # n = (1.95996 sqrt(.2) + 0.84162 sqrt(.2 - .01))^2 / .01 = 154.6
+    assert analysis.n_for_target == 155
+    assert mcnemar_power(155, 0.1, 0.2) >= 0.8 > mcnemar_power(154, 0.1, 0.2)
+
+
+def test_power_binary_limits() -> None:
+    # A difference can never exceed the discordance, and three rows can never be significant.
+    assert power_analysis_binary(50, 0.0).min_detectable_difference is None
+    assert power_analysis_binary(50, 0.05).n_for_target is None
+    assert power_analysis_binary(3, 1.0).min_detectable_difference is None
+    assert mcnemar_power(20, 1.0, 1.0) == 1.0  # every row discordant, all one way: no spread left
+    assert mcnemar_power(100, 0.0, 0.3) < 0.05
+
+
+def test_locollm_claim_fifty_rows_ten_points() -> None:
+    # 0/1 scores: at no discordance can 50 rows detect 0.10; the fewest rows that can (psi = 0.10) are 77.
+    assert all(
+        (mdd := power_analysis_binary(50, psi).min_detectable_difference) is None or mdd > 0.10
+        for psi in np.linspace(0.0, 1.0, 101)
+    )
+    assert power_analysis_binary(50, 0.1).n_for_target == 77
+    assert mcnemar_exact(5, 0) > 0.05  # even all 5 discordant rows won: not significant
+    # Continuous scores: it holds when sd(diff) <= 0.247 (d_z >= 0.40).
+    assert power_analysis_continuous(50, 0.247).n_for_target == 50
+    assert power_analysis_continuous(50, 0.248).n_for_target == 51
+
+
+@pytest.mark.parametrize(("n", "psi"), [(50, 0.2), (155, 0.2), (100, 0.3), (300, 0.3)])
+def test_connor_approximates_the_exact_mcnemar_power(n: int, psi: float) -> None:
+    # The exact test is conservative: at Connor's detectable difference its true power is 0.76-0.79.
+    mdd = power_analysis_binary(n, psi).min_detectable_difference
+    assert mdd is not None
+    assert 0.74 < _exact_mcnemar_power(n, mdd, psi, 0.05) < 0.82
+
+
+@pytest.mark.parametrize(("n", "effect"), [(2, 3.0), (5, 1.5), (20, 0.5), (50, 0.4), (400, 0.1)])
+def test_paired_t_power_matches_statsmodels(n: int, effect: float) -> None:
+    expected = TTestPower().power(effect_size=effect, nobs=n, alpha=0.05, alternative="two-sided")
+    assert paired_t_power(n, effect * 0.2, 0.2) == pytest.approx(expected, rel=1e-7)
+
+
+@pytest.mark.parametrize("n", [3, 10, 50, 200])
+def test_continuous_detectable_difference_matches_statsmodels(n: int) -> None:
+    sd = 0.2
+    effect = TTestPower().solve_power(nobs=n, alpha=0.05, power=0.8, alternative="two-sided")
+    analysis = power_analysis_continuous(n, sd)
+    assert analysis.min_detectable_difference == pytest.approx(effect * sd, rel=1e-5)
+
+
+@pytest.mark.parametrize("sd", [0.08, 0.15, 0.3, 0.6])
+def test_continuous_rows_needed_match_statsmodels(sd: float) -> None:
+    rows = power_analysis_continuous(50, sd).n_for_target
+    assert rows is not None
+    exact = TTestPower().solve_power(effect_size=0.1 / sd, alpha=0.05, power=0.8, alternative="two-sided")
+    assert rows == max(2, math.ceil(exact))
+    # The normal approximation (one sample: ratio 0) is the floor the t test's answer sits just above.
+    normal = NormalIndPower().solve_power(effect_size=0.1 / sd, alpha=0.05, power=0.8, ratio=0)
+    assert normal <= rows <= normal + 3
+
+
+def test_continuous_power_limits() -> None:
+    assert power_analysis_continuous(50, 0.0).min_detectable_difference is None
+    assert power_analysis_continuous(1, 0.2).min_detectable_difference is None
+    assert power_analysis_continuous(2, 0.2).min_detectable_difference is None  # needs a 2.3 difference
+    assert power_analysis_continuous(2, 0.05).min_detectable_difference == pytest.approx(
+        0.05 * 11.5499, rel=1e-4
+    )
+
+
+@given(st.integers(1, 2000), st.floats(0.01, 1.0))
+def test_binary_detectable_difference_shrinks_with_n(n: int, psi: float) -> None:
+    now = power_analysis_binary(n, psi).min_detectable_difference
+    later = power_analysis_binary(n + 1, psi).min_detectable_difference
+    if now is not None:
+        assert later is not None and later < now
+
+
+@given(st.integers(2, 2000), st.floats(0.01, 0.5))
+def test_continuous_detectable_difference_shrinks_with_n(n: int, sd: float) -> None:
+    now = power_analysis_continuous(n, sd).min_detectable_difference
+    later = power_analysis_continuous(n + 1, sd).min_detectable_difference
+    if now is not None:
+        assert later is not None and later < now
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Properties of compare_paired
+
+# Multiples of 1/64 are exact in binary floating point, so differences and shifts are exact too.
+GRID = st.integers(0, 64).map(lambda k: k / 64)
+BINARY = st.sampled_from([0.0, 1.0])
+SCORE_PAIRS = st.one_of(
+    st.lists(st.tuples(BINARY, BINARY), min_size=1, max_size=40),
+    st.lists(st.tuples(GRID, GRID), min_size=1, max_size=40),
+)
+
+
+def _compare(pairs: Sequence[tuple[float, float]], **kwargs: int) -> PairedComparison:
+    adapter = [a for a, _ in pairs]
+    base = [b for _, b in pairs]
+    return compare_paired(adapter, base, n_boot=FAST_BOOT, **kwargs)
+
+
+@given(SCORE_PAIRS)
+def test_p_values_are_probabilities(pairs: list[tuple[float, float]]) -> None:
+    result = _compare(pairs)
+    assert 0.0 <= result.p_value <= 1.0
+    assert result.wilcoxon_p is None or 0.0 <= result.wilcoxon_p <= 1.0
+    assert result.significant == (result.p_value < result.alpha)
+    json.dumps(result.to_json(), allow_nan=False)
+
+
+@given(SCORE_PAIRS)
+def test_swapping_adapter_and_base_mirrors_everything(pairs: list[tuple[float, float]]) -> None:
+    forward = _compare(pairs)
+    backward = _compare([(b, a) for a, b in pairs])
+    assert backward.difference == -forward.difference
+    assert (backward.ci_low, backward.ci_high) == (-forward.ci_high, -forward.ci_low)
+    assert backward.p_value == forward.p_value
+    assert backward.wilcoxon_p == forward.wilcoxon_p
+    assert backward.effect_size == (None if forward.effect_size is None else -forward.effect_size)
+    assert (backward.min_detectable_difference, backward.n_for_10_points) == (
+        forward.min_detectable_difference,
+        forward.n_for_10_points,
+    )
+    if forward.discordant is not None:
+        assert backward.discordant == forward.discordant[::-1]
+        assert backward.statistic == float(forward.discordant[1])
+    elif forward.statistic is not None:
+        assert backward.statistic == -forward.statistic
+
+
+@given(st.lists(st.one_of(BINARY, GRID), min_size=1, max_size=40))
+def test_identical_scores_show_no_difference(scores: list[float]) -> None:
+    result = compare_paired(scores, scores, n_boot=FAST_BOOT)
+    assert result.difference == 0.0
+    assert result.p_value == 1.0
+    assert not result.significant
+    assert (result.ci_low, result.ci_high) == (0.0, 0.0)
+    assert result.wilcoxon_p is None
+    assert result.effect_size == (None if len(scores) < 2 else 0.0)
+    assert result.discordant in (None, (0, 0))
+
+
+@given(st.lists(st.tuples(st.integers(1, 32), st.integers(1, 32)), min_size=1, max_size=40))
+def test_adding_a_constant_to_both_changes_only_the_means(pairs: list[tuple[int, int]]) -> None:
+    # Scores k/64 in (0, 0.5] never are all 0/1, so both sides stay "continuous"; + 0.25 keeps them exact.
+    low = _compare([(a / 64, b / 64) for a, b in pairs]).to_json()
+    high = _compare([(a / 64 + 0.25, b / 64 + 0.25) for a, b in pairs]).to_json()
+    for key in ("mean_adapter", "mean_base"):
+        assert high.pop(key) == pytest.approx(low.pop(key) + 0.25)
+    assert high == low
+
+
+@given(SCORE_PAIRS, st.integers(0, 2**32 - 1))
+def test_interval_contains_the_observed_difference(pairs: list[tuple[float, float]], seed: int) -> None:
+    result = _compare(pairs, seed=seed)
+    assert result.ci_low - 1e-12 <= result.difference <= result.ci_high + 1e-12
+    assert result.ci_low >= -1.0 and result.ci_high <= 1.0
+
+
+@given(SCORE_PAIRS)
+def test_same_seed_same_result(pairs: list[tuple[float, float]]) -> None:
+    assert _compare(pairs, seed=42) == _compare(pairs, seed=42)
+
+
+@given(SCORE_PAIRS, st.integers(2, 4))
+def test_more_rows_with_the_same_effect_detect_smaller_differences(
+    pairs: list[tuple[float, float]], copies: int
+) -> None:
+    small = _compare(pairs)
+    large = _compare(pairs * copies)
+    assert large.difference == pytest.approx(small.difference)
+    before, after = small.min_detectable_difference, large.min_detectable_difference
+    assume(before is not None)
+    assert after is not None and before is not None and after < before
