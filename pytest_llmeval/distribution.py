@@ -6,6 +6,8 @@ otherwise). Imports xdist lazily inside the hooks.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +40,14 @@ class XdistHooks:
                 return self._keys.get(nodeid, nodeid)
 
         return ChunkScheduling(config, log)
+
+    def pytest_configure_node(self, node: Any) -> None:
+        # Gates need every row of their file, and rows run on several workers: each worker appends the rows
+        # it scores to a shared spool folder, which gates read (runner.EvalRun.records_for).
+        run = config_of(node).stash[RUN_KEY]
+        if run.spool is None:
+            run.spool = Path(tempfile.mkdtemp(prefix="llmeval-spool-"))
+        node.workerinput["llmeval_spool"] = str(run.spool)
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         run = config_of(node).stash[RUN_KEY]

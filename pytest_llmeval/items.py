@@ -6,14 +6,16 @@ a domain exception, repr_failure() turns it into a short report, reportinfo() na
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case, load_benchmark
-from pytest_llmeval.models import ModelError
-from pytest_llmeval.runner import EvalRun, RowResult
+from pytest_llmeval.gates import Verdict
+from pytest_llmeval.models import ModelError, adapter_metadata
+from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowResult, gate_names, in_domain
 from pytest_llmeval.scorers import SCORERS
 
 RUN_KEY = pytest.StashKey[EvalRun]()
@@ -31,22 +33,49 @@ class RowError(Exception):
     """The row could not be scored (a scorer raised, or the model could not load); message is complete."""
 
 
-class BenchmarkFile(pytest.File):
-    """A JSONL benchmark: each valid row becomes a CaseItem; any invalid row fails this file's collection."""
+class GateFailed(Exception):
+    """A gate's verdict is "fail"."""
 
-    def collect(self) -> Iterator[CaseItem]:
+
+class LLMEvalGateWarning(UserWarning):
+    """A gate passed with a warning (a drop between the warn and fail thresholds, an odd difficulty mix)."""
+
+
+class BenchmarkFile(pytest.File):
+    """A JSONL benchmark: each valid row becomes a CaseItem, then one GateItem per gate of the file."""
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark's name in reports and results.json: its path from the rootdir (else absolute).
+
+        Not the node id: pytest gives files outside the rootdir an empty node id part.
+        """
+        path = self.path.resolve()
+        root = self.config.rootpath.resolve()
+        return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+    def collect(self) -> Iterator[pytest.Item]:
         try:
             benchmark = load_benchmark(self.path, {name: s.validate for name, s in SCORERS.items()})
         except BenchmarkError as exc:
             # Name the file relative to the rootdir, as the user typed it, with the line of every problem.
-            rel = self.nodeid
+            rel = self.benchmark
             raise self.CollectError(
                 "\n".join(f"{rel}:{line}: {reason}" for line, reason in exc.problems)
             ) from None
         except OSError as exc:
-            raise self.CollectError(f"{self.nodeid}: cannot read ({exc})") from None
+            raise self.CollectError(f"{self.benchmark}: cannot read ({exc})") from None
+        run = self.config.stash[RUN_KEY]
+        run.benchmarks[self.benchmark] = benchmark
         for case in benchmark.cases:
             yield CaseItem.from_parent(self, name=case.id, case=case)
+        spec = run.options.spec
+        globs = list(run.options.gate_options.domain_globs)
+        if spec.adapter is not None and spec.adapter.is_dir():
+            globs += adapter_metadata(spec.adapter).get("domain_benchmarks", [])
+        domain = in_domain(self.benchmark, spec.adapter, globs, self.config.rootpath)
+        for name in gate_names(in_domain=domain, has_previous=run.previous is not None):
+            yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, in_domain=domain)
 
 
 class CaseItem(pytest.Item):
@@ -65,7 +94,8 @@ class CaseItem(pytest.Item):
 
     @property
     def benchmark(self) -> str:
-        return self.nodeid.split("::", 1)[0]
+        assert isinstance(self.parent, BenchmarkFile)
+        return self.parent.benchmark
 
     def runtest(self) -> None:
         run = self.config.stash[RUN_KEY]
@@ -76,6 +106,7 @@ class CaseItem(pytest.Item):
             self.session.shouldstop = f"llmeval: model could not be loaded: {exc}"
             raise RowError(str(exc)) from None
         self.llmeval_record = result.record
+        run.publish(result.record)
         if result.error is not None:
             raise RowError(result.error)
         if result.score is not None and not result.score.passed:
@@ -123,3 +154,49 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, self.case.line - 1, f"{self.benchmark}::{self.case.id}"
+
+
+class GateItem(pytest.Item):
+    """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
+
+    def __init__(self, *, gate: str, in_domain: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = gate
+        self.in_domain = in_domain
+        self.llmeval_gate: dict[str, Any] | None = None
+        self.add_marker("gate")
+
+    @property
+    def benchmark(self) -> str:
+        assert isinstance(self.parent, BenchmarkFile)
+        return self.parent.benchmark
+
+    def runtest(self) -> None:
+        run = self.config.stash[RUN_KEY]
+        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
+        verdict: Verdict = run.evaluate_gate(self.benchmark, self.gate, workers=workers)
+        self.llmeval_gate = {"benchmark": self.benchmark, "in_domain": self.in_domain, **verdict.to_json()}
+        if verdict.status == "skip":
+            pytest.skip(f"{self.benchmark}: gate {self.gate}: {verdict.message}")
+        if verdict.status == "warn":
+            # Attributed to the benchmark file, not to this line: that is where the user has to look.
+            warnings.warn_explicit(
+                LLMEvalGateWarning(f"gate {self.gate}: {verdict.message}"),
+                LLMEvalGateWarning,
+                filename=str(self.path),
+                lineno=1,
+            )
+        if verdict.status == "fail":
+            raise GateFailed(verdict.message)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str:
+        if isinstance(excinfo.value, GateFailed):
+            return f"{self.benchmark}: gate {self.gate} failed: {excinfo.value}"
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.benchmark}::gate::{self.gate}"

@@ -213,7 +213,7 @@ def _adapter_weights(adapter: Path) -> Path | None:
 
 
 def adapter_metadata(adapter: Path) -> dict[str, Any]:
-    """Name and version of an adapter: its metadata.json when present, else the folder name."""
+    """Name, version and in-domain benchmark globs of an adapter: its metadata.json, else the folder name."""
     meta: dict[str, Any] = {"name": adapter.resolve().name, "version": None}
     path = adapter / "metadata.json"
     if path.is_file():
@@ -222,6 +222,9 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
             if isinstance(data, dict):
                 meta["name"] = data.get("name", meta["name"])
                 meta["version"] = data.get("version")
+                domain = data.get("domain_benchmarks")
+                if isinstance(domain, list) and all(isinstance(g, str) for g in domain):
+                    meta["domain_benchmarks"] = domain
     return meta
 
 

@@ -7,7 +7,9 @@ must not pay for torch or transformers.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import shutil
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,16 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.items import RUN_KEY, BenchmarkFile, CaseItem
+from pytest_llmeval.items import RUN_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import LLM, ModelError, ModelSpec
-from pytest_llmeval.runner import EvalRun, RowRef, RunOptions, is_row_nodeid
+from pytest_llmeval.runner import (
+    EvalRun,
+    GateOptions,
+    RowRef,
+    RunOptions,
+    find_training_file,
+    is_row_nodeid,
+)
 from pytest_llmeval.scorers import SCORERS
 
 DEVICES_HELP = "auto|cpu|cuda|cuda:N"
@@ -39,6 +48,16 @@ def _positive_int(value: str) -> int:
 
 # argparse names the type in its error: "argument --llmeval-device: invalid auto|cpu|cuda|cuda:N value"
 _device.__name__ = DEVICES_HELP
+
+
+def _unit_float(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(value)
+    return number
+
+
+_unit_float.__name__ = "number in [0, 1]"
 _positive_int.__name__ = "positive integer"
 
 
@@ -92,6 +111,60 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="where to write results.json at session end (default ./results.json)",
     )
+    group.addoption(
+        "--llmeval-gate",
+        choices=("significant", "point"),
+        default="significant",
+        help="better_than_base passes on a significant paired test (default) or on the point estimate alone",
+    )
+    group.addoption("--llmeval-alpha", type=_unit_float, default=0.05, metavar="P", help="significance level")
+    group.addoption(
+        "--llmeval-warn-drop",
+        type=_unit_float,
+        default=0.05,
+        metavar="X",
+        help="no_degradation warns above this drop of the mean score (default 0.05 = 5 points)",
+    )
+    group.addoption(
+        "--llmeval-fail-drop",
+        type=_unit_float,
+        default=0.10,
+        metavar="X",
+        help="no_degradation fails above this drop (default 0.10 = 10 points)",
+    )
+    group.addoption(
+        "--llmeval-min-rows", type=_positive_int, default=50, metavar="N", help="size gate (default 50)"
+    )
+    group.addoption(
+        "--llmeval-min-edge-cases",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="edge_cases gate: rows tagged 'edge' (default 5)",
+    )
+    group.addoption(
+        "--llmeval-domain",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="benchmark files in the adapter's domain (better_than_base); the rest get no_degradation. "
+        "Repeatable. Also: files under the adapter folder, and metadata.json's domain_benchmarks",
+    )
+    group.addoption(
+        "--llmeval-train-data",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the adapter's training JSONL for the held_out gate (default: the adapter folder's train.jsonl)",
+    )
+    group.addoption(
+        "--llmeval-previous",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="results.json of the previous adapter version, for no_regression "
+        "(default: an existing file at --llmeval-results)",
+    )
     parser.addini(
         "llmeval_files",
         type="args",
@@ -118,12 +191,35 @@ def pytest_configure(config: pytest.Config) -> None:
         dtype=config.option.llmeval_dtype,
         threads=threads,
     )
+    opt = config.option
+    if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
+        raise pytest.UsageError(
+            f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
+            f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
+        )
+    gate_options = GateOptions(
+        mode=opt.llmeval_gate,
+        alpha=opt.llmeval_alpha,
+        warn_drop=opt.llmeval_warn_drop,
+        fail_drop=opt.llmeval_fail_drop,
+        min_rows=opt.llmeval_min_rows,
+        min_edge=opt.llmeval_min_edge_cases,
+        domain_globs=tuple(opt.llmeval_domain),
+        train_data=opt.llmeval_train_data,
+    )
     options = RunOptions(
         spec=spec,
-        batch_size=config.option.llmeval_batch_size,
-        max_new_tokens=config.option.llmeval_max_new_tokens,
+        batch_size=opt.llmeval_batch_size,
+        max_new_tokens=opt.llmeval_max_new_tokens,
+        gate_options=gate_options,
     )
-    run = EvalRun(options=options)
+    run = EvalRun(options=options, previous=_previous_results(config))
+    config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
+    if _is_worker(config):
+        spool = config.workerinput.get("llmeval_spool")  # type: ignore[attr-defined]
+        if spool:
+            run.spool = Path(spool)
+            run.worker_id = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
     config.stash[RUN_KEY] = run
     if not _is_worker(config):
         config.pluginmanager.register(_RecordSink(run), "llmeval-records")
@@ -132,6 +228,23 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_llmeval.distribution import XdistHooks
 
         config.pluginmanager.register(XdistHooks(), "llmeval-xdist")
+
+
+def _previous_results(config: pytest.Config) -> dict[str, Any] | None:
+    """--llmeval-previous, else the results.json this run is about to replace (when there is one)."""
+    explicit: Path | None = config.option.llmeval_previous
+    path = explicit or config.invocation_params.dir / config.option.llmeval_results
+    if not path.is_file():
+        if explicit is not None:
+            raise pytest.UsageError(f"--llmeval-previous {explicit}: no such file")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        if explicit is not None:
+            raise pytest.UsageError(f"--llmeval-previous {explicit}: not a results.json ({exc})") from None
+        return None  # a damaged old file is replaced, not compared with
+    return data if isinstance(data, dict) and isinstance(data.get("benchmarks"), list) else None
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -156,9 +269,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkFile | None:
     patterns: list[str] = parent.config.getini("llmeval_files")
-    if any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
-        return BenchmarkFile.from_parent(parent, path=file_path)
-    return None
+    if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
+        return None
+    # The adapter's training data is JSONL too, but it is what the benchmarks must be held out from.
+    run = parent.config.stash[RUN_KEY]
+    training = run.options.gate_options.train_data or find_training_file(run.options.spec.adapter)
+    if training is not None and training.resolve() == file_path.resolve():
+        return None
+    return BenchmarkFile.from_parent(parent, path=file_path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Gates run after every row they depend on: move them to the end, keeping every other order. Under
+    # xdist this also puts them last in the scheduler's queue, so a gate waits as little as possible.
+    items[:] = [i for i in items if not isinstance(i, GateItem)] + [
+        i for i in items if isinstance(i, GateItem)
+    ]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -196,6 +322,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # one code path collects rows serially and under -n, and rows done before a worker crash survive.
     if isinstance(item, CaseItem) and call.when == "call" and item.llmeval_record is not None:
         report.llmeval_record = item.llmeval_record
+    if isinstance(item, GateItem) and call.when == "call" and item.llmeval_gate is not None:
+        report.llmeval_gate = item.llmeval_gate
     return report
 
 
@@ -210,20 +338,26 @@ class _RecordSink:
         self.run = run
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
         record = getattr(report, "llmeval_record", None)
-        if record is not None and report.when == "call":
+        if record is not None:
             self.run.records[record["nodeid"]] = record
+        gate = getattr(report, "llmeval_gate", None)
+        if gate is not None:
+            self.run.gate_records[report.nodeid] = gate
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
     config = session.config
     run = config.stash[RUN_KEY]
     if _is_worker(config):
+        run.finish_worker()
         config.workeroutput["llmeval_meta"] = run.meta()  # type: ignore[attr-defined]
         return
     records = run.records
-    if not records and not run.expected_rows:
-        return  # no benchmark in this run: nothing to write
+    if (not records and not run.expected_rows) or config.option.collectonly:
+        return  # no benchmark evaluated in this run: nothing to write (and an old file stays as it was)
     reasons = []
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         reasons.append("interrupted")
@@ -238,6 +372,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 
     document = build_results(
         records.values(),
+        gates=run.gate_records.values(),
+        previous=run.previous,
+        alpha=run.options.gate_options.alpha,
         meta=meta,
         rootdir=config.rootpath,
         complete=not reasons,
@@ -246,6 +383,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     path = config.invocation_params.dir / config.option.llmeval_results
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None and run.spool is not None and not _is_worker(config):
+        shutil.rmtree(run.spool, ignore_errors=True)
 
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
@@ -260,7 +403,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("llmeval")
     if document.get("base_model_note"):
         terminalreporter.write_line(f"note: {document['base_model_note']}")
-    for line in summary_lines(document):
+    for line in summary_lines(document, verbose=config.option.verbose >= -1):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"results written to {path}")
 

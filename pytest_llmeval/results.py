@@ -22,7 +22,8 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _score_of(record: Mapping[str, Any], who: str) -> float | None:
+def score_of(record: Mapping[str, Any], who: str) -> float | None:
+    """A record's score value for "adapter" or "base"; None when absent or errored."""
     side = record.get(who)
     if not side or not side.get("score"):
         return None
@@ -30,17 +31,66 @@ def _score_of(record: Mapping[str, Any], who: str) -> float | None:
     return float(value)
 
 
+def paired_scores(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
+    """Adapter and base scores of the rows that have both (rows whose scorer failed are left out)."""
+    adapter: list[float] = []
+    base: list[float] = []
+    for record in records:
+        a, b = score_of(record, "adapter"), score_of(record, "base")
+        if a is not None and b is not None:
+            adapter.append(a)
+            base.append(b)
+    return adapter, base
+
+
+def evaluated_score(record: Mapping[str, Any]) -> float | None:
+    """The evaluated model's score: the adapter's when there is one, else the base's."""
+    return score_of(record, "adapter") if record.get("adapter") is not None else score_of(record, "base")
+
+
+def compare_with_previous(
+    benchmark: str,
+    sha256: str,
+    records: Sequence[Mapping[str, Any]],
+    previous: Mapping[str, Any] | None,
+    alpha: float,
+) -> tuple[Any, bool, str | None, str | None]:
+    """(comparison or None, comparable, reason, previous version) of this run against previous results."""
+    if previous is None:
+        return None, True, None, None
+    version = previous.get("adapter_version")
+    entry = next((b for b in previous.get("benchmarks", []) if b.get("benchmark_file") == benchmark), None)
+    if entry is None:
+        return None, True, None, version
+    if entry.get("benchmark_hash") != sha256:
+        reason = f"{benchmark} changed since the previous results ({entry.get('benchmark_hash')} -> {sha256})"
+        return None, False, reason, version
+    before = {r["id"]: evaluated_score(r) for r in entry.get("rows", [])}
+    now_scores: list[float] = []
+    then_scores: list[float] = []
+    for record in records:
+        current, old = evaluated_score(record), before.get(record["id"])
+        if current is not None and old is not None:
+            now_scores.append(current)
+            then_scores.append(old)
+    if not now_scores:
+        return None, True, None, version
+    from pytest_llmeval.stats import compare_paired
+
+    return compare_paired(now_scores, then_scores, alpha=alpha), True, None, version
+
+
 def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Scores of one benchmark: means over scored rows (rows whose scorer failed are counted apart)."""
-    adapter_scores = [s for r in records if (s := _score_of(r, "adapter")) is not None]
-    base_scores = [s for r in records if (s := _score_of(r, "base")) is not None]
+    adapter_scores = [s for r in records if (s := score_of(r, "adapter")) is not None]
+    base_scores = [s for r in records if (s := score_of(r, "base")) is not None]
     adapter = _mean(adapter_scores)
     base = _mean(base_scores)
     per_difficulty: dict[str, dict[str, Any]] = {}
     for difficulty in DIFFICULTIES:
         rows = [r for r in records if r["difficulty"] == difficulty]
-        a = [s for r in rows if (s := _score_of(r, "adapter")) is not None]
-        b = [s for r in rows if (s := _score_of(r, "base")) is not None]
+        a = [s for r in rows if (s := score_of(r, "adapter")) is not None]
+        b = [s for r in rows if (s := score_of(r, "base")) is not None]
         per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": len(rows)}
     absolute = None if adapter is None or base is None else adapter - base
     relative = None if absolute is None or not base else absolute / base
@@ -60,6 +110,9 @@ def build_results(
     *,
     meta: Mapping[str, Any],
     rootdir: Path,
+    gates: Iterable[Mapping[str, Any]] = (),
+    previous: Mapping[str, Any] | None = None,
+    alpha: float = 0.05,
     complete: bool,
     incomplete_reason: str | None = None,
     timestamp: datetime | None = None,
@@ -68,23 +121,63 @@ def build_results(
     by_benchmark: dict[str, list[Mapping[str, Any]]] = {}
     for record in sorted(records, key=lambda r: r["nodeid"]):
         by_benchmark.setdefault(record["benchmark"], []).append(record)
+    gates = list(gates)
+    gates_of: dict[str, dict[str, Any]] = {}
+    for verdict in sorted(gates, key=lambda g: (g["benchmark"], g["gate"])):
+        gates_of.setdefault(verdict["benchmark"], {})[verdict["gate"]] = {
+            k: v for k, v in verdict.items() if k not in ("benchmark", "in_domain")
+        }
+    domain_of: dict[str, bool] = {g["benchmark"]: g["in_domain"] for g in gates if "in_domain" in g}
+    has_adapter = meta.get("adapter") is not None
     benchmarks = []
+    out_of_domain = []
     for name in sorted(by_benchmark):
         rows = by_benchmark[name]
         path = rootdir / name
+        sha256 = file_hash(path.read_bytes()) if path.is_file() else None
         types = sorted({r["evaluation_type"] for r in rows})
-        benchmarks.append(
-            {
-                "benchmark_file": name,
-                "benchmark_hash": file_hash(path.read_bytes()) if path.is_file() else None,
-                "n_examples": len(rows),
-                "evaluation_type": types[0] if len(types) == 1 else "mixed",
-                "evaluation_types": types,
-                "results": summarize(rows),
-                "rows": [_row(r) for r in rows],
+        entry: dict[str, Any] = {
+            "benchmark_file": name,
+            "benchmark_hash": sha256,
+            "n_examples": len(rows),
+            "evaluation_type": types[0] if len(types) == 1 else "mixed",
+            "evaluation_types": types,
+            "domain": None if name not in domain_of else ("in" if domain_of[name] else "out"),
+            "results": summarize(rows),
+            "statistics": None,
+            "significance_test": None,
+            "gates": gates_of.get(name, {}),
+        }
+        adapter_scores, base_scores = paired_scores(rows)
+        if has_adapter and adapter_scores:
+            from pytest_llmeval.stats import compare_paired
+
+            cmp = compare_paired(adapter_scores, base_scores, alpha=alpha)
+            entry["statistics"] = cmp.to_json()
+            entry["significance_test"] = cmp.significance_report()
+        if previous is not None and sha256 is not None:
+            prev_cmp, comparable, reason, version = compare_with_previous(name, sha256, rows, previous, alpha)
+            entry["comparison_with_previous"] = {
+                "previous_version": version,
+                "comparable": comparable,
+                "reason": reason,
+                "statistics": None if prev_cmp is None else prev_cmp.to_json(),
             }
-        )
-    has_adapter = meta.get("adapter") is not None
+        if domain_of.get(name) is False:
+            res = entry["results"]
+            out_of_domain.append(
+                {
+                    "benchmark_file": name,
+                    "base_model_score": res["base_model_score"],
+                    "adapter_score": res["adapter_score"],
+                    "degradation": None
+                    if res["improvement_absolute"] is None
+                    else -res["improvement_absolute"],
+                    "verdict": entry["gates"].get("no_degradation", {}).get("status"),
+                }
+            )
+        entry["rows"] = [_row(r) for r in rows]
+        benchmarks.append(entry)
     when = timestamp or datetime.now(timezone.utc)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -98,8 +191,11 @@ def build_results(
         "timestamp": when.isoformat(timespec="seconds"),
         "hardware": meta.get("hardware"),
         "inference_config": meta.get("inference_config"),
+        "previous_version": None if previous is None else previous.get("adapter_version"),
+        "current_version": meta.get("adapter_version"),
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
+        "out_of_domain": out_of_domain,
         "benchmarks": benchmarks,
     }
 
@@ -127,13 +223,13 @@ def _pct(value: float | None) -> str:
     return "   -  " if value is None else f"{100 * value:5.1f}%"
 
 
-def summary_lines(document: Mapping[str, Any]) -> list[str]:
-    """A compact table for the terminal: per benchmark, base and adapter score and the difference."""
+def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[str]:
+    """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
     adapter = document["mode"] == "adapter_vs_base"
     lines = []
     header = f"{'benchmark':<40} {'rows':>5} {'base':>7}"
     if adapter:
-        header += f" {'adapter':>8} {'diff':>8}"
+        header += f" {'adapter':>8} {'diff':>8}  95% CI, p"
     lines.append(header)
     for bench in document["benchmarks"]:
         res = bench["results"]
@@ -142,9 +238,16 @@ def summary_lines(document: Mapping[str, Any]) -> list[str]:
             diff = res["improvement_absolute"]
             diff_s = "   -" if diff is None else f"{100 * diff:+6.1f}pt"
             line += f" {_pct(res['adapter_score']):>8} {diff_s:>8}"
+            stats = bench.get("statistics")
+            if stats:
+                ci = f"[{100 * stats['ci_low']:+.1f}, {100 * stats['ci_high']:+.1f}]"
+                line += f"  {ci}, p={stats['p_value']:.2g}"
         if res["n_errors"]:
             line += f"  ({res['n_errors']} rows errored)"
         lines.append(line)
+        if verbose and bench.get("gates"):
+            verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
+            lines.append(f"  gates: {verdicts}")
     if not document["complete"]:
         lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
     return lines

@@ -11,20 +11,45 @@ so a row is generated in the same batch with or without -n, and results.json is 
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
 import platform
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.benchmark import Case
+from pytest_llmeval import gates
+from pytest_llmeval.benchmark import Benchmark, Case
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
+from pytest_llmeval.results import compare_with_previous, paired_scores
 from pytest_llmeval.scorers import SCORERS, Score
 
 BENCHMARK_SUFFIX = ".jsonl"
+GATE_PREFIX = "gate::"
+# How often a gate under xdist looks for rows other workers are still scoring, and for how long at most
+# without any new row arriving before it gives up (a worker that crashed never reports its rows).
+SPOOL_POLL_SECONDS = 0.2
+SPOOL_STALL_SECONDS = 1800.0
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Command-line choices for the gates."""
+
+    mode: str = "significant"  # better_than_base: "significant" (paired test) or "point" (LocoLLM criterion)
+    alpha: float = 0.05
+    warn_drop: float = 0.05
+    fail_drop: float = 0.10
+    min_rows: int = 50
+    min_edge: int = 5
+    domain_globs: tuple[str, ...] = ()  # benchmark paths (relative to the rootdir) that are in-domain
+    train_data: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +59,7 @@ class RunOptions:
     spec: ModelSpec
     batch_size: int = 32
     max_new_tokens: int = 512
+    gate_options: GateOptions = GateOptions()
 
 
 @dataclass(frozen=True)
@@ -63,9 +89,12 @@ class RowResult:
 
 
 def is_row_nodeid(nodeid: str) -> bool:
-    """`file.jsonl::id`: a benchmark row (gates and hand-written tests have other shapes)."""
+    """`file.jsonl::id`: a benchmark row (gates and hand-written tests have other shapes).
+
+    `::id` too: pytest leaves the file part of the node id empty for files outside the rootdir.
+    """
     parts = nodeid.split("::")
-    return len(parts) == 2 and parts[0].endswith(BENCHMARK_SUFFIX)
+    return len(parts) == 2 and (parts[0].endswith(BENCHMARK_SUFFIX) or parts[0] == "")
 
 
 def chunk_keys(nodeids: Sequence[str], size: int) -> dict[str, str]:
@@ -91,6 +120,12 @@ class EvalRun:
     rows: dict[str, RowRef] = field(default_factory=dict)
     outputs: dict[str, RowOutputs] = field(default_factory=dict)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # controller: node id -> record
+    gate_records: dict[str, dict[str, Any]] = field(default_factory=dict)  # controller: node id -> verdict
+    local_records: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows scored in this process
+    benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
+    previous: dict[str, Any] | None = None  # results.json of a previous run, for no_regression
+    spool: Path | None = None  # xdist: folder where every worker appends its rows, for gates elsewhere
+    worker_id: str | None = None
     worker_meta: dict[str, Any] | None = None  # controller under xdist: what a worker reported
     expected_rows: int | None = None  # rows collected (xdist controller learns it from a worker)
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
@@ -200,6 +235,93 @@ class EvalRun:
         record["passed"] = primary.passed
         return RowResult(record=record, score=primary)
 
+    def publish(self, record: dict[str, Any]) -> None:
+        """Keep a scored row for this process's gates; under xdist also append it to the shared spool."""
+        self.local_records[record["nodeid"]] = record
+        if self.spool is not None and self.worker_id is not None:
+            with open(self.spool / f"{self.worker_id}.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def finish_worker(self) -> None:
+        """Tell gates waiting on other workers that this one will score no more rows."""
+        if self.spool is not None and self.worker_id is not None:
+            (self.spool / f"{self.worker_id}.done").touch()
+
+    def rows_of(self, benchmark: str) -> list[str]:
+        """Node ids of the collected rows of one benchmark file, in collection order."""
+        return [n for n, r in self.rows.items() if r.benchmark == benchmark]
+
+    def records_for(self, benchmark: str, workers: int = 1) -> tuple[list[dict[str, Any]], int]:
+        """Records of every collected row of a benchmark, and how many rows have none (did not run).
+
+        Serially the rows ran before the gates (plugin.py moves gates last). Under xdist, rows of this file
+        may still be running on other workers: wait for them in the spool until all are there, every other
+        worker has finished, or nothing arrived for SPOOL_STALL_SECONDS.
+        """
+        wanted = self.rows_of(benchmark)
+        found = {n: self.local_records[n] for n in wanted if n in self.local_records}
+        last_progress = time.monotonic()
+        while self.spool is not None and len(found) < len(wanted):
+            before = len(found)
+            for path in sorted(self.spool.glob("*.jsonl")):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue  # a line another worker is still writing
+                    if record.get("nodeid") in self.rows and record["nodeid"] in wanted:
+                        found[record["nodeid"]] = record
+            if len(found) == len(wanted):
+                break
+            if len(found) > before:
+                last_progress = time.monotonic()
+            others_done = len(list(self.spool.glob("*.done"))) >= workers - 1
+            if others_done or time.monotonic() - last_progress > SPOOL_STALL_SECONDS:
+                break
+            time.sleep(SPOOL_POLL_SECONDS)
+        return [found[n] for n in wanted if n in found], len(wanted) - len(found)
+
+    def evaluate_gate(self, benchmark: str, name: str, *, workers: int = 1) -> gates.Verdict:
+        """One gate's verdict for one benchmark file."""
+        opts = self.options.gate_options
+        bench = self.benchmarks[benchmark]
+        if name == "size":
+            return gates.size(len(bench.cases), minimum=opts.min_rows)
+        if name == "difficulty_mix":
+            counts: dict[str, int] = {}
+            for case in bench.cases:
+                counts[case.difficulty] = counts.get(case.difficulty, 0) + 1
+            return gates.difficulty_mix(counts)
+        if name == "edge_cases":
+            return gates.edge_cases(bench.cases, minimum=opts.min_edge)
+        if name == "held_out":
+            return gates.held_out(bench.cases, self.training_rows())
+        # The comparison gates need the scored rows.
+        records, missing = self.records_for(benchmark, workers)
+        if missing:
+            return gates.Verdict(
+                name, "skip", f"{missing} of {missing + len(records)} rows of {benchmark} did not finish", {}
+            )
+        if not records:
+            return gates.Verdict(name, "skip", f"no row of {benchmark} ran in this session (deselected?)", {})
+        from pytest_llmeval.stats import compare_paired
+
+        if name == "no_regression":
+            cmp, comparable, reason, version = compare_with_previous(
+                benchmark, bench.sha256, records, self.previous, opts.alpha
+            )
+            return gates.no_regression(cmp, previous_version=version, comparable=comparable, reason=reason)
+        adapter, base = paired_scores(records)
+        cmp = compare_paired(adapter, base, alpha=opts.alpha) if self.has_adapter and adapter else None
+        if name == "better_than_base":
+            return gates.better_than_base(cmp, mode=opts.mode)
+        return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop)
+
+    def training_rows(self) -> list[gates.TrainingRow]:
+        """The adapter's training data: --llmeval-train-data, else a training file in the adapter folder."""
+        path = self.options.gate_options.train_data or find_training_file(self.options.spec.adapter)
+        return [] if path is None else gates.load_training_data(path)
+
     def meta(self) -> dict[str, Any]:
         """Model, hardware and inference settings for results.json (from this process's loaded model)."""
         spec = self.options.spec
@@ -242,3 +364,32 @@ class EvalRun:
         meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
         meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
         return meta
+
+
+# --- gates ------------------------------------------------------------------------------------------------
+
+
+def in_domain(benchmark: str, adapter: Path | None, globs: Sequence[str], rootdir: Path) -> bool:
+    """In-domain: under the adapter's folder (adapters/<domain>/eval/...), or matched by a domain glob."""
+    path = (rootdir / benchmark).resolve()
+    if adapter is not None and path.is_relative_to(adapter.resolve()):
+        return True
+    return any(fnmatch.fnmatch(benchmark, g) or fnmatch.fnmatch(str(path), g) for g in globs)
+
+
+def gate_names(*, in_domain: bool, has_previous: bool) -> list[str]:
+    """The gates a benchmark file gets, in the order they run."""
+    names = ["better_than_base" if in_domain else "no_degradation"]
+    if has_previous:
+        names.append("no_regression")
+    return [*names, "size", "difficulty_mix", "edge_cases", "held_out"]
+
+
+TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
+
+
+def find_training_file(adapter: Path | None) -> Path | None:
+    """The LocoLLM layout keeps an adapter's training data beside it; the first of TRAINING_FILES found."""
+    if adapter is None:
+        return None
+    return next((adapter / n for n in TRAINING_FILES if (adapter / n).is_file()), None)

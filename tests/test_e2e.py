@@ -73,3 +73,19 @@ def test_adapter_keeps_the_other_domain(
 ) -> None:
     res = by_file(main_job[1])["benchmarks/sentiment.jsonl"]["results"]
     assert abs(res["improvement_absolute"]) <= 0.05, res
+
+
+def test_gates_of_the_main_job(main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> None:
+    benches = by_file(main_job[1])
+    dates, sentiment = benches["benchmarks/dates.jsonl"], benches["benchmarks/sentiment.jsonl"]
+    # metadata.json of the demo adapter declares dates as its domain: better_than_base there, with a test.
+    assert dates["domain"] == "in" and sentiment["domain"] == "out"
+    assert dates["gates"]["better_than_base"]["status"] == "pass"
+    assert dates["statistics"]["test"] == "mcnemar_exact" and dates["statistics"]["p_value"] < 0.05
+    assert sentiment["gates"]["no_degradation"]["status"] == "pass"
+    for bench in (dates, sentiment):
+        for gate in ("size", "difficulty_mix", "edge_cases"):
+            assert bench["gates"][gate]["status"] == "pass", bench["gates"][gate]
+    # The adapter's own training file is found beside it, and no benchmark row is copied from it.
+    assert dates["gates"]["held_out"]["status"] in ("pass", "warn")
+    assert main_job[1]["out_of_domain"][0]["benchmark_file"] == "benchmarks/sentiment.jsonl"

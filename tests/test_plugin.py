@@ -24,9 +24,11 @@ def _rootdir(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
 
 
-def model_args(tiny_model: Path, tiny_adapter: Path | None = None) -> list[str]:
+def model_args(tiny_model: Path, tiny_adapter: Path | None = None, *, gates: bool = False) -> list[str]:
     # `--opt=value`: pytest takes separate path-like arguments into account when it picks the rootdir.
     args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider"]
+    if not gates:
+        args += ["-m", "not gate"]  # these tests are about rows; tests/test_gate_items.py is about gates
     if tiny_adapter is not None:
         args.append(f"--adapter={tiny_adapter}")
     return args
@@ -48,7 +50,7 @@ def test_rows_become_items_with_file_and_id(pytester: pytest.Pytester) -> None:
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
     result = pytester.runpytest("--collect-only", "-q")
     result.stdout.fnmatch_lines(
-        ["bench.jsonl::r1", "bench.jsonl::r2", "bench.jsonl::r5", "5 tests collected*"]
+        ["bench.jsonl::r1", "bench.jsonl::r2", "bench.jsonl::r5", "10 tests collected*"]
     )
     assert result.ret == 0
 
@@ -59,7 +61,7 @@ def test_rows_become_items_with_file_and_id(pytester: pytest.Pytester) -> None:
         (["-m", "hard"], ["r3"]),
         (["-m", "medium"], ["r2", "r4"]),
         (["-m", "exact_match and easy"], ["r1", "r5"]),
-        (["-k", "edge"], ["r1"]),  # tags are keywords
+        (["-k", "edge and not gate"], ["r1"]),  # tags are keywords (and edge_cases is a gate)
         (["-k", "r4 or r5"], ["r4", "r5"]),
     ],
 )
@@ -200,14 +202,23 @@ def test_serial_and_xdist_write_the_same_results(
         for i in range(20)
     ]
     pytester.makefile(".jsonl", one=jsonl(many[:12]), two=jsonl(many[12:]))
-    args = [*model_args(tiny_model, tiny_adapter), "--llmeval-batch-size", "4"]
+    # Gates included: under -n 2 they read rows that other workers scored (the spool).
+    args = [
+        *model_args(tiny_model, tiny_adapter, gates=True),
+        "--llmeval-batch-size",
+        "4",
+        "--llmeval-min-rows",
+        "5",
+    ]
     serial = pytester.runpytest(*args, "--llmeval-results", "serial.json")
-    serial.assert_outcomes(failed=20)
     parallel = pytester.runpytest(*args, "-n", "2", "--llmeval-results", "parallel.json")
-    parallel.assert_outcomes(failed=20)
+    outcomes = {k: v for k, v in serial.parseoutcomes().items() if k != "warnings"}
+    assert outcomes == {k: v for k, v in parallel.parseoutcomes().items() if k != "warnings"}
+    assert serial.parseoutcomes()["failed"] == 20 + 2  # every row, and edge_cases of both files
     a, b = results(pytester, "serial.json"), results(pytester, "parallel.json")
     assert a["complete"] and b["complete"]
     assert without_timestamp(a) == without_timestamp(b)
+    assert a["benchmarks"][0]["gates"]["no_degradation"]["status"] == "pass"
 
 
 def test_exit_first_writes_finished_rows_marked_incomplete(

@@ -447,8 +447,10 @@ def test_summary_lines_adapter_mode(tmp_path: Path) -> None:
     ]
     doc = build_results(recs, meta=ADAPTER_META, rootdir=tmp_path, complete=True, timestamp=WHEN)
     header, a, b = summary_lines(doc)
-    assert header.split() == ["benchmark", "rows", "base", "adapter", "diff"]
-    assert a.split() == ["a.jsonl", "2", "50.0%", "100.0%", "+50.0pt"]
+    assert header.split() == ["benchmark", "rows", "base", "adapter", "diff", "95%", "CI,", "p"]
+    assert a.split()[:5] == ["a.jsonl", "2", "50.0%", "100.0%", "+50.0pt"]
+    stats = doc["benchmarks"][0]["statistics"]
+    assert a.split()[5:] == [f"[{100 * stats['ci_low']:+.1f},", f"{100 * stats['ci_high']:+.1f}],", "p=1"]
     assert b.startswith("b.jsonl")
     assert b.split()[:5] == ["b.jsonl", "1", "-", "-", "-"]
     assert b.endswith("(1 rows errored)")
@@ -465,7 +467,7 @@ def test_summary_lines_base_only_mode_has_no_adapter_columns(tmp_path: Path) -> 
 def test_summary_lines_negative_diff(tmp_path: Path) -> None:
     recs = [record("a.jsonl::r1", base=1.0, adapter=0.0), record("a.jsonl::r2", base=1.0, adapter=1.0)]
     doc = build_results(recs, meta=ADAPTER_META, rootdir=tmp_path, complete=True, timestamp=WHEN)
-    assert summary_lines(doc)[1].split()[-1] == "-50.0pt"
+    assert summary_lines(doc)[1].split()[4] == "-50.0pt"
 
 
 def test_summary_lines_incomplete(tmp_path: Path) -> None:
