@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_llmeval.assertions import assert_better_than_base, assert_no_degradation
 from pytest_llmeval.benchmark import Benchmark, BenchmarkError, Case, load_benchmark
 from pytest_llmeval.models import LLM, ModelError, ModelSpec
 from pytest_llmeval.scorers import SCORERS, Score
@@ -15,6 +16,8 @@ __all__ = [
     "ModelError",
     "ModelSpec",
     "Score",
+    "assert_better_than_base",
+    "assert_no_degradation",
     "load_benchmark",
 ]
 __version__ = "0.1.0"

@@ -5,13 +5,19 @@ Pure: no pytest import, so these work in any test runner; the comparison they re
 
 from __future__ import annotations
 
-from pytest_llmeval.stats import PairedComparison, Values, compare_paired
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # scipy is imported on first use, not when the plugin (which re-exports these helpers) is loaded.
+    from pytest_llmeval.stats import PairedComparison, Values
 
 
 def assert_better_than_base(
     adapter_scores: Values, base_scores: Values, *, alpha: float = 0.05
 ) -> PairedComparison:
     """Pass when the adapter's mean score is higher than the base's and the paired test has p < alpha."""
+    from pytest_llmeval.stats import compare_paired
+
     comparison = compare_paired(adapter_scores, base_scores, alpha=alpha)
     if not (comparison.difference > 0.0 and comparison.p_value < alpha):
         raise AssertionError(f"adapter is not significantly better than base: {comparison.describe()}")
@@ -24,6 +30,8 @@ def assert_no_degradation(
     """Pass when the adapter's mean score is at most max_drop below the base's."""
     if not 0.0 <= max_drop <= 1.0:
         raise ValueError(f"max_drop must be in [0, 1] (a drop in mean score), got {max_drop}")
+    from pytest_llmeval.stats import compare_paired
+
     comparison = compare_paired(adapter_scores, base_scores)
     # A point estimate, not a test: "no degradation" cannot be proven significant with benchmark-sized n,
     # and failing only on significant drops would let small benchmarks hide any loss.

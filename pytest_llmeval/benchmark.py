@@ -201,3 +201,54 @@ def _json_type(value: object) -> str:
     if isinstance(value, dict):
         return "object"
     return "string"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """An output produced elsewhere (an API model, another harness), scored like a generated one."""
+
+    id: str
+    prediction: str
+    base_prediction: str | None
+    benchmark: str | None  # optional: which benchmark file the id belongs to (a path suffix)
+    line: int
+
+
+def load_predictions(path: Path) -> list[Prediction]:
+    """Parse a predictions JSONL ({id, prediction, base_prediction?, benchmark?}); errors name file:line."""
+    problems: list[str] = []
+    found: list[Prediction] = []
+    seen: dict[tuple[str | None, str], int] = {}
+    text = path.read_bytes().decode("utf-8-sig")
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{path}:{lineno}: expected a JSON object, got {_json_type(obj)}")
+            continue
+        bad = [
+            key
+            for key in ("id", "prediction", "base_prediction", "benchmark")
+            if (key in obj or key in ("id", "prediction")) and not isinstance(obj.get(key), str)
+        ]
+        if bad:
+            problems.append(f"{path}:{lineno}: {', '.join(bad)} must be strings (id and prediction required)")
+            continue
+        key = (obj.get("benchmark"), obj["id"])
+        if key in seen:
+            problems.append(f"{path}:{lineno}: duplicate id '{obj['id']}' (first on line {seen[key]})")
+            continue
+        seen[key] = lineno
+        found.append(
+            Prediction(obj["id"], obj["prediction"], obj.get("base_prediction"), obj.get("benchmark"), lineno)
+        )
+    if not found and not problems:
+        problems.append(f"{path}:1: no predictions in the file")
+    if problems:
+        raise ValueError("\n".join(problems))
+    return found

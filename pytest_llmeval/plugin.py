@@ -165,6 +165,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="results.json of the previous adapter version, for no_regression "
         "(default: an existing file at --llmeval-results)",
     )
+    group.addoption(
+        "--llmeval-predictions",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="score saved outputs instead of generating: JSONL of {id, prediction, base_prediction?, "
+        "benchmark?}; with base_prediction, prediction plays the adapter",
+    )
     parser.addini(
         "llmeval_files",
         type="args",
@@ -207,8 +215,15 @@ def pytest_configure(config: pytest.Config) -> None:
         domain_globs=tuple(opt.llmeval_domain),
         train_data=opt.llmeval_train_data,
     )
+    model_given = opt.adapter is not None or opt.base_model is not None
+    if opt.llmeval_predictions is not None and model_given:
+        raise pytest.UsageError(
+            "--llmeval-predictions scores saved outputs and loads no model: "
+            "leave out --adapter and --base-model"
+        )
     options = RunOptions(
         spec=spec,
+        predictions=opt.llmeval_predictions,
         batch_size=opt.llmeval_batch_size,
         max_new_tokens=opt.llmeval_max_new_tokens,
         gate_options=gate_options,
@@ -253,7 +268,14 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    spec = config.stash[RUN_KEY].options.spec
+    run = config.stash[RUN_KEY]
+    spec = run.options.spec
+    if run.options.predictions is not None and not _is_worker(config):
+        try:
+            run.predictions()
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
+        return
     # Check what can be checked without weights before any test runs: a wrong adapter path, an adapter for
     # another architecture, or a base model that is not on this machine stops the run with one message.
     # Workers skip it: the controller already did, and a usage error there would end in a traceback wall.
@@ -380,6 +402,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         complete=not reasons,
         incomplete_reason="; ".join(reasons) or None,
     )
+    if run.options.predictions is not None:
+        collected = [(r.benchmark, r.case.id) for r in run.rows.values()] or [
+            (r["benchmark"], r["id"]) for r in records.values()
+        ]
+        document["predictions"] = {
+            "file": str(run.options.predictions),
+            "unmatched_ids": run.unmatched_predictions(collected),
+        }
     path = config.invocation_params.dir / config.option.llmeval_results
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
@@ -405,6 +435,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"note: {document['base_model_note']}")
     for line in summary_lines(document, verbose=config.option.verbose >= -1):
         terminalreporter.write_line(line)
+    unmatched = (document.get("predictions") or {}).get("unmatched_ids")
+    if unmatched:
+        shown = ", ".join(unmatched[:10]) + (
+            f" and {len(unmatched) - 10} more" if len(unmatched) > 10 else ""
+        )
+        terminalreporter.write_line(f"predictions matching no benchmark row: {shown}", yellow=True)
     terminalreporter.write_line(f"results written to {path}")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval import gates
-from pytest_llmeval.benchmark import Benchmark, Case
+from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
 from pytest_llmeval.results import compare_with_previous, paired_scores
@@ -57,6 +57,7 @@ class RunOptions:
     """Command-line choices that shape generation."""
 
     spec: ModelSpec
+    predictions: Path | None = None  # --llmeval-predictions: score these outputs, load no model
     batch_size: int = 32
     max_new_tokens: int = 512
     gate_options: GateOptions = GateOptions()
@@ -77,6 +78,10 @@ class RowOutputs:
 
     base: str
     adapter: str | None  # None when no adapter is evaluated
+
+
+class RowError(Exception):
+    """A row cannot be scored (no saved prediction for it, say); the message names file and line."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +136,57 @@ class EvalRun:
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
+    _predictions: list[Prediction] | None = None
     _load_error: ModelError | None = None
 
     @property
     def has_adapter(self) -> bool:
+        if self.options.predictions is not None:
+            # With saved predictions, `prediction` plays the adapter when `base_prediction` plays the base.
+            return any(p.base_prediction is not None for p in self.predictions())
         return self.options.spec.adapter is not None
+
+    def predictions(self) -> list[Prediction]:
+        """The parsed --llmeval-predictions file (read once)."""
+        if self._predictions is None:
+            assert self.options.predictions is not None
+            self._predictions = load_predictions(self.options.predictions)
+        return self._predictions
+
+    def _saved_output(self, nodeid: str) -> RowOutputs:
+        ref = self.rows[nodeid]
+        matches = [
+            p
+            for p in self.predictions()
+            if p.id == ref.case.id and (p.benchmark is None or ref.benchmark.endswith(p.benchmark))
+        ]
+        if not matches:
+            raise RowError(
+                f"{ref.benchmark}:{ref.case.line}: no prediction for id '{ref.case.id}' "
+                f"in {self.options.predictions}"
+            )
+        if len(matches) > 1:
+            lines = ", ".join(str(p.line) for p in matches)
+            raise RowError(
+                f"{ref.benchmark}:{ref.case.line}: id '{ref.case.id}' is on lines {lines} of "
+                f"{self.options.predictions}: add a 'benchmark' field to say which file each belongs to"
+            )
+        p = matches[0]
+        if self.has_adapter:
+            if p.base_prediction is None:
+                raise RowError(f"{self.options.predictions}:{p.line}: id '{p.id}' has no base_prediction")
+            return RowOutputs(base=p.base_prediction, adapter=p.prediction)
+        return RowOutputs(base=p.prediction, adapter=None)
+
+    def unmatched_predictions(self, row_ids: Sequence[tuple[str, str]]) -> list[str]:
+        """Prediction ids that match no collected row ((benchmark, id) pairs), for the report."""
+        if self.options.predictions is None:
+            return []
+        return [
+            p.id
+            for p in self.predictions()
+            if not any(i == p.id and (p.benchmark is None or b.endswith(p.benchmark)) for b, i in row_ids)
+        ]
 
     def set_rows(self, rows: Sequence[RowRef]) -> None:
         """Record the collected rows (in collection order) and split them into generation chunks."""
@@ -172,6 +223,8 @@ class EvalRun:
 
     def outputs_for(self, nodeid: str) -> RowOutputs:
         """The row's generated texts, generating its whole chunk on first need."""
+        if self.options.predictions is not None:
+            return self._saved_output(nodeid)
         if nodeid not in self.outputs:
             chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
             self._generate(chunk)
@@ -200,7 +253,15 @@ class EvalRun:
         """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
         ref = self.rows[nodeid]
         case = ref.case
-        out = self.outputs_for(nodeid)
+        try:
+            out = self.outputs_for(nodeid)
+        except RowError as exc:
+            error = str(exc)
+            failed: dict[str, Any] = {"nodeid": nodeid, "benchmark": ref.benchmark, "id": case.id}
+            failed.update(line=case.line, difficulty=case.difficulty, evaluation_type=case.evaluation_type)
+            failed.update(tags=list(case.tags), expected_output=case.expected_output, base=None, adapter=None)
+            failed.update(passed=False, error=error)
+            return RowResult(record=failed, score=None, error=error)
         record: dict[str, Any] = {
             "nodeid": nodeid,
             "benchmark": ref.benchmark,
@@ -328,6 +389,7 @@ class EvalRun:
         decoding = DecodingConfig(max_new_tokens=self.options.max_new_tokens).to_json()
         meta: dict[str, Any] = {
             "adapter": None if spec.adapter is None else str(spec.adapter),
+            "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
             "inference_config": {
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",
@@ -336,6 +398,15 @@ class EvalRun:
                 "dtype": spec.dtype,
             },
         }
+        if self.options.predictions is not None:
+            source = str(self.options.predictions)
+            meta["inference_config"] = {"source": f"saved predictions in {source}: nothing was generated"}
+            if self.has_adapter:
+                meta.update(adapter=f"predictions:{source}", adapter_name="prediction")
+                meta["base_model"] = "base_prediction"
+            else:
+                meta["base_model"] = "prediction"
+            return meta
         if self._loaded is None:
             return meta
         import torch

@@ -358,3 +358,14 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--llmeval-device: invalid auto|cpu|cuda|cuda:N value: 'tpu'*"])
     result = pytester.runpytest("--llmeval-batch-size", "0")
     result.stderr.fnmatch_lines(["*--llmeval-batch-size: invalid positive integer value: '0'*"])
+
+
+def test_importing_the_plugin_stays_light() -> None:
+    """`pytest --help` and runs without a model must not pay for torch, transformers or scipy."""
+    import subprocess
+    import sys
+
+    heavy = "('torch', 'transformers', 'scipy')"
+    code = f"import sys, pytest_llmeval.plugin; print(sorted(m for m in {heavy} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
