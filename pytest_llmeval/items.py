@@ -78,7 +78,16 @@ class BenchmarkFile(pytest.File):
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, in_domain=domain)
 
 
-class CaseItem(pytest.Item):
+class BenchmarkItem(pytest.Item):
+    """What rows and gates share: the benchmark file they belong to."""
+
+    @property
+    def benchmark(self) -> str:
+        assert isinstance(self.parent, BenchmarkFile)
+        return self.parent.benchmark
+
+
+class CaseItem(BenchmarkItem):
     """One benchmark row: generated in its chunk's batch, scored, passed when it reaches the threshold."""
 
     def __init__(self, *, case: Case, **kwargs: Any) -> None:
@@ -91,11 +100,6 @@ class CaseItem(pytest.Item):
         # Tags are free text, so they are keywords (`-k edge`) rather than markers that need registering.
         for tag in case.tags:
             self.extra_keyword_matches.add(tag)
-
-    @property
-    def benchmark(self) -> str:
-        assert isinstance(self.parent, BenchmarkFile)
-        return self.parent.benchmark
 
     def runtest(self) -> None:
         run = self.config.stash[RUN_KEY]
@@ -156,7 +160,7 @@ class CaseItem(pytest.Item):
         return self.path, self.case.line - 1, f"{self.benchmark}::{self.case.id}"
 
 
-class GateItem(pytest.Item):
+class GateItem(BenchmarkItem):
     """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
 
     def __init__(self, *, gate: str, in_domain: bool, **kwargs: Any) -> None:
@@ -165,11 +169,6 @@ class GateItem(pytest.Item):
         self.in_domain = in_domain
         self.llmeval_gate: dict[str, Any] | None = None
         self.add_marker("gate")
-
-    @property
-    def benchmark(self) -> str:
-        assert isinstance(self.parent, BenchmarkFile)
-        return self.parent.benchmark
 
     def runtest(self) -> None:
         run = self.config.stash[RUN_KEY]
