@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.generation import PLAIN_TEMPLATE, build_prompt, generate, template_info, user_message
+from pytest_llmeval.generation import (
+    PLAIN_TEMPLATE,
+    build_prompt,
+    generate,
+    shared_prefix_length,
+    template_info,
+    user_message,
+)
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
 
 QUESTIONS = [
@@ -90,3 +97,35 @@ def test_real_model_batch_1_equals_batch_8_in_float32() -> None:
     eight = generate(loaded.model, loaded.tokenizer, texts, max_new_tokens=12, batch_size=8)
     assert one == eight
     assert len(set(one)) == len(one)  # real, distinct answers
+
+
+def test_same_tokens_as_transformers_generate(tiny: LoadedModel) -> None:
+    """Our greedy loop (shared prefix, rows leaving the batch) equals transformers' own greedy generate()."""
+    import torch
+    from transformers import GenerationConfig
+
+    texts = prompts(tiny)
+    limits = [3, 8, 5, 8, 1, 6, 8, 2]
+    ours = generate(tiny.model, tiny.tokenizer, texts, max_new_tokens=limits, batch_size=8)
+    eos = tiny.tokenizer.eos_token_id
+    for text, limit, got in zip(texts, limits, ours, strict=True):
+        ids = tiny.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids  # (1, T)
+        config = GenerationConfig(max_new_tokens=limit, do_sample=False, eos_token_id=eos, pad_token_id=eos)
+        with torch.inference_mode():
+            out = tiny.model.generate(input_ids=ids, generation_config=config)  # (1, T + new)
+        expected = tiny.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
+        assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("sequences", "expected"),
+    [
+        ([[1] * 20 + [2], [1] * 20 + [3, 4]], 20),
+        ([[1] * 20], 0),  # one row: nothing to share
+        ([[1] * 5 + [2], [1] * 5 + [3]], 0),  # below the minimum
+        ([[1] * 12, [1] * 12], 11),  # identical prompts keep one token each for decoding
+        ([[1, 2] * 10, [2, 1] * 10], 0),
+    ],
+)
+def test_shared_prefix_length(sequences: list[list[int]], expected: int) -> None:
+    assert shared_prefix_length(sequences) == expected
