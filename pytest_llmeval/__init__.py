@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_llmeval.assertions import assert_better_than_base, assert_no_degradation
+from pytest_llmeval.assertions import (
+    assert_better_than_base,
+    assert_no_degradation,
+    assert_perplexity_below,
+)
 from pytest_llmeval.benchmark import Benchmark, BenchmarkError, Case, load_benchmark
 from pytest_llmeval.models import LLM, ModelError, ModelSpec
 from pytest_llmeval.scorers import SCORERS, Score
@@ -18,6 +22,7 @@ __all__ = [
     "Score",
     "assert_better_than_base",
     "assert_no_degradation",
+    "assert_perplexity_below",
     "load_benchmark",
 ]
 __version__ = "0.1.0"

@@ -5,10 +5,13 @@ Pure: no pytest import, so these work in any test runner; the comparison they re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     # scipy is imported on first use, not when the plugin (which re-exports these helpers) is loaded.
+    from pytest_llmeval.models import LLM
+    from pytest_llmeval.perplexity import PerplexityResult
     from pytest_llmeval.stats import PairedComparison, Values
 
 
@@ -40,3 +43,31 @@ def assert_no_degradation(
             f"adapter is worse than base by more than {max_drop:.3f}: {comparison.describe()}"
         )
     return comparison
+
+
+def assert_perplexity_below(
+    llm: LLM,
+    texts: Sequence[str],
+    threshold: float,
+    *,
+    max_length: int | None = None,
+    stride: int | None = None,
+    batch_size: int | None = None,
+) -> PerplexityResult:
+    """Pass when the token-weighted perplexity of `texts` under `llm` is at most `threshold`."""
+    result = llm.perplexity(texts, max_length=max_length, stride=stride, batch_size=batch_size)
+    if not result.perplexity <= threshold:
+        worst = "; ".join(
+            f"text {t.index} ({t.n_tokens} tokens): {t.perplexity:.4g} {_preview(texts[t.index])}"
+            for t in result.worst(3)
+        )
+        raise AssertionError(
+            f"perplexity {result.perplexity:.4g} > threshold {threshold:g} over {result.n_tokens} tokens "
+            f"of {len(texts)} texts (window {result.max_length}, stride {result.stride}); worst: {worst}"
+        )
+    return result
+
+
+def _preview(text: str, width: int = 40) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= width else flat[: width - 3] + "...")

