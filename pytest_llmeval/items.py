@@ -14,8 +14,8 @@ import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case, load_benchmark
 from pytest_llmeval.gates import Verdict
-from pytest_llmeval.models import ModelError, adapter_metadata
-from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowResult, gate_names, in_domain
+from pytest_llmeval.models import ModelError
+from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowError, RowResult, gate_names, in_domain
 from pytest_llmeval.scorers import SCORERS
 
 RUN_KEY = pytest.StashKey[EvalRun]()
@@ -27,10 +27,6 @@ class RowFailed(Exception):
     def __init__(self, result: RowResult) -> None:
         self.result = result
         super().__init__(result.record["id"])
-
-
-class RowError(Exception):
-    """The row could not be scored (a scorer raised, or the model could not load); message is complete."""
 
 
 class GateFailed(Exception):
@@ -69,11 +65,10 @@ class BenchmarkFile(pytest.File):
         run.benchmarks[self.benchmark] = benchmark
         for case in benchmark.cases:
             yield CaseItem.from_parent(self, name=case.id, case=case)
-        spec = run.options.spec
-        globs = list(run.options.gate_options.domain_globs)
-        if spec.adapter is not None and spec.adapter.is_dir():
-            globs += adapter_metadata(spec.adapter).get("domain_benchmarks", [])
-        domain = in_domain(self.benchmark, spec.adapter, globs, self.config.rootpath)
+        opts = run.options
+        domain = in_domain(
+            self.benchmark, opts.spec.adapter, opts.gate_options.domain_globs, self.config.rootpath
+        )
         for name in gate_names(in_domain=domain, has_previous=run.previous is not None):
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, in_domain=domain)
 

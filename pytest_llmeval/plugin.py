@@ -18,14 +18,13 @@ import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.items import RUN_KEY, BenchmarkFile, CaseItem, GateItem
-from pytest_llmeval.models import LLM, ModelError, ModelSpec
+from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata
 from pytest_llmeval.runner import (
     EvalRun,
     GateOptions,
     RowRef,
     RunOptions,
     find_training_file,
-    is_row_nodeid,
 )
 from pytest_llmeval.scorers import SCORERS
 
@@ -205,6 +204,10 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
             f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
         )
+    # Resolved once here, not per collected file: the adapter's declared domain and its training file.
+    domain_globs = list(opt.llmeval_domain)
+    if opt.adapter is not None and opt.adapter.is_dir():
+        domain_globs += adapter_metadata(opt.adapter).get("domain_benchmarks", [])
     gate_options = GateOptions(
         mode=opt.llmeval_gate,
         alpha=opt.llmeval_alpha,
@@ -212,8 +215,8 @@ def pytest_configure(config: pytest.Config) -> None:
         fail_drop=opt.llmeval_fail_drop,
         min_rows=opt.llmeval_min_rows,
         min_edge=opt.llmeval_min_edge_cases,
-        domain_globs=tuple(opt.llmeval_domain),
-        train_data=opt.llmeval_train_data,
+        domain_globs=tuple(domain_globs),
+        train_data=opt.llmeval_train_data or find_training_file(opt.adapter),
     )
     model_given = opt.adapter is not None or opt.base_model is not None
     if opt.llmeval_predictions is not None and model_given:
@@ -295,7 +298,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
         return None
     # The adapter's training data is JSONL too, but it is what the benchmarks must be held out from.
     run = parent.config.stash[RUN_KEY]
-    training = run.options.gate_options.train_data or find_training_file(run.options.spec.adapter)
+    training = run.options.gate_options.train_data
     if training is not None and training.resolve() == file_path.resolve():
         return None
     return BenchmarkFile.from_parent(parent, path=file_path)
@@ -442,8 +445,3 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
         terminalreporter.write_line(f"predictions matching no benchmark row: {shown}", yellow=True)
     terminalreporter.write_line(f"results written to {path}")
-
-
-def row_count(nodeids: list[str]) -> int:
-    """How many benchmark rows a collection holds (the xdist controller counts a worker's collection)."""
-    return sum(1 for n in nodeids if is_row_nodeid(n))

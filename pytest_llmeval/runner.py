@@ -49,7 +49,7 @@ class GateOptions:
     min_rows: int = 50
     min_edge: int = 5
     domain_globs: tuple[str, ...] = ()  # benchmark paths (relative to the rootdir) that are in-domain
-    train_data: Path | None = None
+    train_data: Path | None = None  # --llmeval-train-data, else the adapter folder's training file
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RowOutputs:
 
 
 class RowError(Exception):
-    """A row cannot be scored (no saved prediction for it, say); the message names file and line."""
+    """A row cannot be scored (no saved prediction, a scorer raised, no model); the message is complete."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,7 @@ class EvalRun:
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
     _predictions: list[Prediction] | None = None
+    _training: list[gates.TrainingRow] | None = None
     _load_error: ModelError | None = None
 
     @property
@@ -379,9 +380,11 @@ class EvalRun:
         return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop)
 
     def training_rows(self) -> list[gates.TrainingRow]:
-        """The adapter's training data: --llmeval-train-data, else a training file in the adapter folder."""
-        path = self.options.gate_options.train_data or find_training_file(self.options.spec.adapter)
-        return [] if path is None else gates.load_training_data(path)
+        """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""
+        if self._training is None:
+            path = self.options.gate_options.train_data
+            self._training = [] if path is None else gates.load_training_data(path)
+        return self._training
 
     def meta(self) -> dict[str, Any]:
         """Model, hardware and inference settings for results.json (from this process's loaded model)."""
