@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,27 @@ class BenchmarkError(Exception):
         super().__init__("\n".join(f"{path}:{line}: {reason}" for line, reason in problems))
 
 
+def jsonl_objects(text: str) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """(line number, object, None) for every JSON-object line, (line, None, reason) for a bad one.
+
+    Blank lines are skipped and CRLF accepted. Only "\\n" ends a row: splitlines() would also split on
+    \\x0b, \\x1c and friends inside JSON strings. Every JSONL reader of the project goes through here.
+    """
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        row = raw.rstrip("\r")
+        if not row.strip():
+            continue
+        try:
+            obj = json.loads(row)
+        except json.JSONDecodeError as exc:
+            yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+            continue
+        if not isinstance(obj, dict):
+            yield lineno, None, f"expected a JSON object, got {_json_type(obj)}"
+            continue
+        yield lineno, obj, None
+
+
 def file_hash(data: bytes) -> str:
     """The content hash results.json records for a benchmark file."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -88,18 +109,9 @@ def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Ben
 
     cases: list[Case] = []
     first_line_of_id: dict[str, int] = {}
-    # splitlines() would also split on \x0b, \x1c and friends inside JSON strings; only \n ends a row.
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        row = raw.rstrip("\r")
-        if not row.strip():
-            continue
-        try:
-            obj = json.loads(row)
-        except json.JSONDecodeError as exc:
-            problems.append((lineno, f"invalid JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        if not isinstance(obj, dict):
-            problems.append((lineno, f"expected a JSON object, got {_json_type(obj)}"))
+    for lineno, obj, bad in jsonl_objects(text):
+        if obj is None:
+            problems.append((lineno, str(bad)))
             continue
         case, reasons = _parse_row(obj, lineno, validators)
         problems.extend((lineno, r) for r in reasons)
@@ -219,17 +231,9 @@ def load_predictions(path: Path) -> list[Prediction]:
     problems: list[str] = []
     found: list[Prediction] = []
     seen: dict[tuple[str | None, str], int] = {}
-    text = path.read_bytes().decode("utf-8-sig")
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(f"{path}:{lineno}: expected a JSON object, got {_json_type(obj)}")
+    for lineno, obj, reason in jsonl_objects(path.read_bytes().decode("utf-8-sig")):
+        if obj is None:
+            problems.append(f"{path}:{lineno}: {reason}")
             continue
         bad = [
             key

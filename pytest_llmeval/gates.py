@@ -10,7 +10,6 @@ threshold the milder verdict wins. Means of n scores carry rounding errors (0.85
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.benchmark import Case
+from pytest_llmeval.benchmark import Case, jsonl_objects
 
 if TYPE_CHECKING:
     # Only attributes are read at run time: importing stats here would pull in scipy for a type name.
@@ -274,16 +273,10 @@ class TrainingRow:
 def load_training_data(path: Path) -> list[TrainingRow]:
     """Read a training JSONL: `instruction` (+ optional `input`) per line, or `prompt`/`text` as one text."""
     rows: list[TrainingRow] = []
-    # utf-8-sig drops a leading BOM; only "\n" ends a row (splitlines() would split inside JSON strings).
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+    # utf-8-sig drops a leading BOM.
+    for lineno, obj, reason in jsonl_objects(path.read_text(encoding="utf-8-sig")):
+        if obj is None:
+            raise ValueError(f"{path}:{lineno}: {reason}")
         if "instruction" in obj:
             instruction, inp = obj["instruction"], obj.get("input", "")
             if not isinstance(instruction, str) or not isinstance(inp, str):

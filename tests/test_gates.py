@@ -541,7 +541,7 @@ def test_load_training_data_forms_and_blank_lines(tmp_path: Path) -> None:
     ("bad", "reason"),
     [
         ('{"instruction": "x", ', "invalid JSON: "),
-        ("[1, 2]", "expected a JSON object, got list"),
+        ("[1, 2]", "expected a JSON object, got array"),
         ('{"output": "x"}', "expected an 'instruction' (with optional 'input'), 'prompt' or 'text' field"),
         ('{"instruction": "x", "input": 3}', "'instruction' and 'input' must be strings"),
         ('{"prompt": null}', "'prompt'/'text' must be a string"),
