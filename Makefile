@@ -31,7 +31,9 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
+	$(PIP) install -e '.[bench]'
 	$(BIN)/python bench/generation.py --adapter adapters/date-iso
+	$(BIN)/python bench/perplexity.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

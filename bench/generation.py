@@ -42,7 +42,12 @@ def main() -> None:
     import torch
 
     validators = {name: s.validate for name, s in SCORERS.items()}
-    cases = [c for path in args.benchmarks for c in load_benchmark(path, validators).cases]
+    cases = [
+        c
+        for path in args.benchmarks
+        for c in load_benchmark(path, validators).cases
+        if SCORERS[c.evaluation_type].measure is None  # perplexity rows generate nothing
+    ]
     # Interleave the files so both batched and reference see the same mix of prompt lengths.
     cases = sorted(cases, key=lambda c: (c.line, c.id))[: args.rows]
     loaded = load(

@@ -33,6 +33,9 @@ _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 # A validator raises ValueError with a one-line reason when an evaluation_config is invalid.
 ConfigValidator = Callable[[Mapping[str, Any]], None]
+# (evaluation_config) -> (text fields that may be empty, fields that must not be empty), for evaluation
+# types that read other fields than a generation row does (a perplexity row scores one text).
+FieldRule = Callable[[Mapping[str, Any]], tuple[frozenset[str], frozenset[str]]]
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,11 @@ def file_hash(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Benchmark:
+def load_benchmark(
+    path: Path,
+    validators: Mapping[str, ConfigValidator],
+    field_rules: Mapping[str, FieldRule] | None = None,
+) -> Benchmark:
     """Parse and validate a JSONL benchmark; raises BenchmarkError listing every bad line."""
     data = path.read_bytes()
     problems: list[tuple[int, str]] = []
@@ -113,7 +120,7 @@ def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Ben
         if obj is None:
             problems.append((lineno, str(bad)))
             continue
-        case, reasons = _parse_row(obj, lineno, validators)
+        case, reasons = _parse_row(obj, lineno, validators, field_rules or {})
         problems.extend((lineno, r) for r in reasons)
         if case is None:
             continue
@@ -133,7 +140,10 @@ def load_benchmark(path: Path, validators: Mapping[str, ConfigValidator]) -> Ben
 
 
 def _parse_row(
-    obj: dict[str, Any], lineno: int, validators: Mapping[str, ConfigValidator]
+    obj: dict[str, Any],
+    lineno: int,
+    validators: Mapping[str, ConfigValidator],
+    field_rules: Mapping[str, FieldRule],
 ) -> tuple[Case | None, list[str]]:
     """Validate one row; returns the Case (None when invalid) and every reason it is invalid."""
     reasons: list[str] = []
@@ -141,12 +151,21 @@ def _parse_row(
     for key in obj:
         if key not in known:
             reasons.append(f"unknown field '{key}' (known: {', '.join(REQUIRED_FIELDS + OPTIONAL_FIELDS)})")
+    may_be_empty, must_have = MAY_BE_EMPTY, frozenset[str]()
+    evaluation_type = obj.get("evaluation_type")
+    rule = field_rules.get(evaluation_type) if isinstance(evaluation_type, str) else None
+    config = obj.get("evaluation_config", {})
+    if rule is not None and isinstance(config, dict):
+        try:
+            may_be_empty, must_have = rule(config)
+        except (KeyError, TypeError, ValueError):
+            pass  # an invalid config is reported by its validator below
     for key in REQUIRED_FIELDS:
         if key not in obj:
             reasons.append(f"missing required field '{key}'")
         elif not isinstance(obj[key], str):
             reasons.append(f"field '{key}' must be a string, got {_json_type(obj[key])}")
-        elif key not in MAY_BE_EMPTY and not obj[key].strip():
+        elif (key not in may_be_empty or key in must_have) and not obj[key].strip():
             reasons.append(f"field '{key}' is empty")
     if reasons:
         return None, reasons
@@ -161,12 +180,10 @@ def _parse_row(
     if difficulty not in DIFFICULTIES:
         reasons.append(f"unknown difficulty '{difficulty}' (expected one of: {', '.join(DIFFICULTIES)})")
 
-    config = obj.get("evaluation_config", {})
     if not isinstance(config, dict):
         reasons.append(f"field 'evaluation_config' must be an object, got {_json_type(config)}")
         config = {}
-    evaluation_type: str = obj["evaluation_type"]
-    validator = validators.get(evaluation_type)
+    validator = validators.get(obj["evaluation_type"])
     if validator is None:
         reasons.append(
             f"unknown evaluation_type '{evaluation_type}' (supported: {', '.join(sorted(validators))})"
@@ -190,7 +207,7 @@ def _parse_row(
             instruction=obj["instruction"],
             input=obj["input"],
             expected_output=obj["expected_output"],
-            evaluation_type=evaluation_type,
+            evaluation_type=obj["evaluation_type"],
             difficulty=difficulty,
             line=lineno,
             evaluation_config=config,

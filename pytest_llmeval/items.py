@@ -52,7 +52,11 @@ class BenchmarkFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            benchmark = load_benchmark(self.path, {name: s.validate for name, s in SCORERS.items()})
+            benchmark = load_benchmark(
+                self.path,
+                {name: s.validate for name, s in SCORERS.items()},
+                {name: s.field_rule for name, s in SCORERS.items() if s.field_rule is not None},
+            )
         except BenchmarkError as exc:
             # Name the file relative to the rootdir, as the user typed it, with the line of every problem.
             rel = self.benchmark
@@ -106,6 +110,8 @@ class CaseItem(BenchmarkItem):
             raise RowError(str(exc)) from None
         self.llmeval_record = result.record
         run.publish(result.record)
+        if result.skipped is not None:
+            pytest.skip(f"{self.benchmark}:{self.case.line}: {result.skipped}")
         if result.error is not None:
             raise RowError(result.error)
         if result.score is not None and not result.score.passed:
@@ -129,6 +135,8 @@ class CaseItem(BenchmarkItem):
         assert result.score is not None
         who = "adapter" if record["adapter"] is not None else "base"
         details = result.score.details
+        if "max_perplexity" in details:
+            return self._describe_perplexity(record, who)
         lines = [
             f"{self.benchmark}:{case.line}: {case.id} [{case.evaluation_type}, {case.difficulty}] "
             f"scored {result.score.value:.3g} < threshold {result.score.threshold:.3g} ({who})",
@@ -149,6 +157,21 @@ class CaseItem(BenchmarkItem):
             base = record["base"]
             base_value = base["score"]["value"] if base["score"] else None
             lines.append(f"  base output: {base['output']!r} (score {base_value})")
+        return "\n".join(lines)
+
+    def _describe_perplexity(self, record: dict[str, Any], who: str) -> str:
+        """A perplexity row above its bound: the values of both models and the text."""
+        case = self.case
+        score = record[who]["score"]
+        text = case.expected_output if case.evaluation_config.get("on") == "reference" else case.input
+        lines = [
+            f"{self.benchmark}:{case.line}: {case.id} [perplexity, {case.difficulty}] perplexity "
+            f"{score['perplexity']:.4g} > threshold {score['max_perplexity']:.4g} ({who}, "
+            f"{score['n_tokens']} tokens, {score['bits_per_character']:.3f} bits per character)",
+            f"  text: {text[:200]!r}{' ...' if len(text) > 200 else ''}",
+        ]
+        if who == "adapter" and record["base"]["score"]:
+            lines.append(f"  base perplexity: {record['base']['score']['perplexity']:.4g}")
         return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

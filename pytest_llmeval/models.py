@@ -430,6 +430,7 @@ class LLM:
         max_length: int | None = None,
         stride: int | None = None,
         batch_size: int | None = None,
+        by_script: bool = False,
     ) -> PerplexityResult:
         """Token-weighted sliding-window perplexity of these texts (pytest_llmeval.perplexity)."""
         from pytest_llmeval.perplexity import perplexity
@@ -442,4 +443,5 @@ class LLM:
                 max_length=max_length,
                 stride=stride,
                 batch_size=batch_size,
+                by_script=by_script,
             )

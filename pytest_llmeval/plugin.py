@@ -172,6 +172,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="score saved outputs instead of generating: JSONL of {id, prediction, base_prediction?, "
         "benchmark?}; with base_prediction, prediction plays the adapter",
     )
+    group.addoption(
+        "--llmeval-fluency",
+        action="store_true",
+        default=False,
+        help="also score the fluency of generated outputs: their perplexity and the references' under a "
+        "scoring model (the base with the adapter off, or --llmeval-ppl-model)",
+    )
+    group.addoption(
+        "--llmeval-ppl-model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
+    )
     parser.addini(
         "llmeval_files",
         type="args",
@@ -224,12 +237,19 @@ def pytest_configure(config: pytest.Config) -> None:
             "--llmeval-predictions scores saved outputs and loads no model: "
             "leave out --adapter and --base-model"
         )
+    if opt.llmeval_predictions is not None and (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
+        raise pytest.UsageError(
+            "--llmeval-fluency measures generated outputs with a model, and --llmeval-predictions loads "
+            "none: leave one of them out"
+        )
     options = RunOptions(
         spec=spec,
         predictions=opt.llmeval_predictions,
         batch_size=opt.llmeval_batch_size,
         max_new_tokens=opt.llmeval_max_new_tokens,
         gate_options=gate_options,
+        fluency=opt.llmeval_fluency or opt.llmeval_ppl_model is not None,
+        ppl_model=opt.llmeval_ppl_model,
     )
     run = EvalRun(options=options, previous=_previous_results(config))
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")

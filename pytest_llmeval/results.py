@@ -6,6 +6,7 @@ No pytest, no torch: records are plain JSON-able dicts made by runner.EvalRun.sc
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 from pytest_llmeval.benchmark import DIFFICULTIES, file_hash
 
 SCHEMA_VERSION = 1
+LN2 = math.log(2.0)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -41,6 +43,116 @@ def paired_scores(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], li
             adapter.append(a)
             base.append(b)
     return adapter, base
+
+
+def comparison_values(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float], bool, str]:
+    """(adapter values, base values, bounded, measure) that gates and statistics compare, row by row.
+
+    Scores in [0, 1] as a rule. A benchmark of perplexity rows compares per-text negative cross-entropy
+    (nats per token; higher is better) instead of pass/fail against the bound, which would throw away how
+    much each text moved: a drop of 0.05 in it is a 5% rise in perplexity (e^0.05 = 1.051).
+    """
+    scored = [r for r in records if score_of(r, "base") is not None]
+    if scored and all(r["evaluation_type"] == "perplexity" for r in scored):
+        adapter: list[float] = []
+        base: list[float] = []
+        for r in scored:
+            if r.get("adapter") and r["adapter"].get("score"):
+                adapter.append(-float(r["adapter"]["score"]["cross_entropy"]))
+                base.append(-float(r["base"]["score"]["cross_entropy"]))
+        return adapter, base, False, "negative cross-entropy (nats per token) of each text"
+    adapter, base = paired_scores(records)
+    return adapter, base, True, "score"
+
+
+def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Token-weighted perplexity of texts from their summed NLL, tokens and characters (None: no text)."""
+    tokens = sum(int(p["n_tokens"]) for p in parts)
+    if not tokens:
+        return None
+    nll = math.fsum(float(p["nll"]) for p in parts)
+    chars = sum(int(p["n_chars"]) for p in parts)
+    cross_entropy = nll / tokens
+    out: dict[str, Any] = {
+        "perplexity": _exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "bits_per_token": cross_entropy / LN2,
+        "bits_per_character": nll / LN2 / chars if chars else None,
+        "n_texts": len(parts),
+        "n_tokens": tokens,
+        "n_chars": chars,
+    }
+    if all("n_bytes" in p for p in parts):
+        out["bits_per_byte"] = nll / LN2 / sum(int(p["n_bytes"]) for p in parts)
+    if parts and all(p.get("scripts") for p in parts):
+        out["bits_per_character_by_script"] = {}
+        for script in parts[0]["scripts"]:
+            script_nll = math.fsum(float(p["scripts"][script]["nll"]) for p in parts)
+            script_chars = sum(int(p["scripts"][script]["n_chars"]) for p in parts)
+            out["bits_per_character_by_script"][script] = {
+                "bits_per_character": script_nll / LN2 / script_chars if script_chars else None,
+                "n_chars": script_chars,
+            }
+    return out
+
+
+def perplexity_score(ppl: float) -> float:
+    """The QA fine-tuning document's perplexity score, 100 * exp(-ppl / 300): 100 at ppl 1, falling slowly."""
+    return 100.0 * math.exp(-ppl / 300.0)
+
+
+def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Corpus perplexity of a benchmark's perplexity rows, base and adapter: token-weighted, per script."""
+    rows = [r for r in records if r["evaluation_type"] == "perplexity" and score_of(r, "base") is not None]
+    if not rows:
+        return None
+    out: dict[str, Any] = {}
+    for who in ("base", "adapter"):
+        parts = [r[who]["score"] for r in rows if r.get(who) and r[who].get("score")]
+        corpus = _corpus(parts)
+        if corpus is not None:
+            # Named so nobody takes it for the corpus value: every text counts alike, short or long.
+            corpus["mean_text_perplexity"] = math.fsum(float(p["perplexity"]) for p in parts) / len(parts)
+        out[who] = corpus
+    first = rows[0]["base"]["score"]
+    out["window"] = {
+        "max_length": first["max_length"],
+        "stride": first["stride"],
+        "first_token": first["first_token"],
+    }
+    if out.get("adapter") and out.get("base"):
+        out["perplexity_ratio"] = out["adapter"]["perplexity"] / out["base"]["perplexity"]
+        out["cross_entropy_difference"] = out["adapter"]["cross_entropy"] - out["base"]["cross_entropy"]
+    return out
+
+
+def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """--llmeval-fluency: corpus perplexity of references and of base and adapter outputs; their ratios."""
+    rows = [r for r in records if r.get("fluency")]
+    if not rows:
+        return None
+    out: dict[str, Any] = {}
+    for side in ("reference", "base", "adapter"):
+        parts = [r["fluency"][side] for r in rows if r["fluency"].get(side)]
+        corpus = _corpus(parts)
+        if corpus is not None:
+            corpus["perplexity_score"] = perplexity_score(corpus["perplexity"])
+            corpus["n_empty"] = sum(1 for r in rows if side in r["fluency"] and not r["fluency"][side])
+        out[side] = corpus
+    reference = out.get("reference")
+    for side in ("base", "adapter"):
+        generated = out.get(side)
+        if reference and generated:
+            generated["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
+            generated["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
+    return out
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def evaluated_score(record: Mapping[str, Any]) -> float | None:
@@ -102,6 +214,7 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "per_difficulty": per_difficulty,
         "n_passed": sum(1 for r in records if r["passed"]),
         "n_errors": sum(1 for r in records if r["error"]),
+        "n_skipped": sum(1 for r in records if r.get("skipped")),
     }
 
 
@@ -148,13 +261,19 @@ def build_results(
             "significance_test": None,
             "gates": gates_of.get(name, {}),
         }
-        adapter_scores, base_scores = paired_scores(rows)
-        if has_adapter and adapter_scores:
+        adapter_values, base_values, bounded, measure = comparison_values(rows)
+        if has_adapter and adapter_values:
             from pytest_llmeval.stats import compare_paired
 
-            cmp = compare_paired(adapter_scores, base_scores, alpha=alpha)
-            entry["statistics"] = cmp.to_json()
+            cmp = compare_paired(adapter_values, base_values, alpha=alpha, bounded=bounded)
+            entry["statistics"] = {"measure": measure, **cmp.to_json()}
             entry["significance_test"] = cmp.significance_report()
+        ppl = perplexity_summary(rows)
+        if ppl is not None:
+            entry["perplexity"] = ppl
+        fluency = fluency_summary(rows)
+        if fluency is not None:
+            entry["fluency"] = fluency
         if previous is not None and sha256 is not None:
             prev_cmp, comparable, reason, version = compare_with_previous(name, sha256, rows, previous, alpha)
             entry["comparison_with_previous"] = {
@@ -239,12 +358,28 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
             diff_s = "   -" if diff is None else f"{100 * diff:+6.1f}pt"
             line += f" {_pct(res['adapter_score']):>8} {diff_s:>8}"
             stats = bench.get("statistics")
-            if stats:
+            if stats and stats.get("measure", "score") == "score":
                 ci = f"[{100 * stats['ci_low']:+.1f}, {100 * stats['ci_high']:+.1f}]"
                 line += f"  {ci}, p={stats['p_value']:.2g}"
+            elif stats:
+                line += f"  p={stats['p_value']:.2g} (cross-entropy)"
         if res["n_errors"]:
             line += f"  ({res['n_errors']} rows errored)"
         lines.append(line)
+        ppl = bench.get("perplexity")
+        if ppl and ppl.get("base"):
+            text = f"  perplexity (token-weighted): base {ppl['base']['perplexity']:.2f}"
+            if ppl.get("adapter"):
+                text += f", adapter {ppl['adapter']['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
+            lines.append(text)
+        fluency = bench.get("fluency")
+        if fluency and fluency.get("reference"):
+            parts = [
+                f"{side} {fluency[side]['perplexity']:.2f}"
+                for side in ("reference", "base", "adapter")
+                if fluency.get(side)
+            ]
+            lines.append(f"  fluency perplexity: {', '.join(parts)}")
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")

@@ -27,7 +27,7 @@ from pytest_llmeval import gates
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
-from pytest_llmeval.results import compare_with_previous, paired_scores
+from pytest_llmeval.results import compare_with_previous, comparison_values
 from pytest_llmeval.scorers import SCORERS, Score
 
 BENCHMARK_SUFFIX = ".jsonl"
@@ -61,6 +61,10 @@ class RunOptions:
     batch_size: int = 32
     max_new_tokens: int = 512
     gate_options: GateOptions = GateOptions()
+    # --llmeval-fluency: perplexity of generated and reference texts under a scoring model, which is the
+    # base with the adapter off unless --llmeval-ppl-model names another (then fluency is on too).
+    fluency: bool = False
+    ppl_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,14 +78,22 @@ class RowRef:
 
 @dataclass(frozen=True)
 class RowOutputs:
-    """Generated texts of one row."""
+    """Generated texts of one row, or for a measured type (perplexity) what the model measured."""
 
-    base: str
-    adapter: str | None  # None when no adapter is evaluated
+    base: str | None  # None for a measured row
+    adapter: str | None  # None when no adapter is evaluated, and for a measured row
+    base_measure: dict[str, Any] | None = None
+    adapter_measure: dict[str, Any] | None = None
+    # --llmeval-fluency: {"reference"|"base"|"adapter": {nll, n_tokens, n_chars} or None for an empty text}
+    fluency: dict[str, dict[str, Any] | None] | None = None
 
 
 class RowError(Exception):
     """A row cannot be scored (no saved prediction, a scorer raised, no model); the message is complete."""
+
+
+class RowSkipped(Exception):
+    """A row cannot be evaluated in this run (a perplexity row without a model); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,7 @@ class RowResult:
     record: dict[str, Any]
     score: Score | None  # the evaluated model's score (adapter when given, else base); None on error
     error: str | None = None
+    skipped: str | None = None  # why the row cannot be evaluated in this run
 
 
 def is_row_nodeid(nodeid: str) -> bool:
@@ -136,6 +149,7 @@ class EvalRun:
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
+    _ppl_loaded: LoadedModel | None = None  # --llmeval-ppl-model, loaded on first use
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
     _load_error: ModelError | None = None
@@ -223,12 +237,22 @@ class EvalRun:
         )
 
     def outputs_for(self, nodeid: str) -> RowOutputs:
-        """The row's generated texts, generating its whole chunk on first need."""
+        """The row's generated texts (or measurements), computing its whole chunk on first need."""
+        measured = SCORERS[self.rows[nodeid].case.evaluation_type].measure is not None
         if self.options.predictions is not None:
+            if measured:
+                raise RowSkipped(
+                    f"{self.rows[nodeid].case.evaluation_type} rows measure the model itself, and "
+                    "--llmeval-predictions loads none"
+                )
             return self._saved_output(nodeid)
         if nodeid not in self.outputs:
             chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
-            self._generate(chunk)
+            generated = [n for n in chunk if SCORERS[self.rows[n].case.evaluation_type].measure is None]
+            if generated:
+                self._generate(generated)
+            if len(generated) < len(chunk):
+                self._measure_perplexity([n for n in chunk if n not in generated])
         return self.outputs[nodeid]
 
     def _generate(self, nodeids: list[str]) -> None:
@@ -246,9 +270,104 @@ class EvalRun:
                 )
 
         base = run(False)
-        adapter = run(True) if self.has_adapter else [None] * len(nodeids)
-        for n, b, a in zip(nodeids, base, adapter, strict=True):
-            self.outputs[n] = RowOutputs(base=b, adapter=a)
+        adapter: list[str | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
+        fluency: list[dict[str, dict[str, Any] | None] | None] = [None] * len(nodeids)
+        if self.options.fluency or self.options.ppl_model is not None:
+            fluency = self._fluency([c.expected_output for c in cases], base, adapter)
+        for n, b, a, f in zip(nodeids, base, adapter, fluency, strict=True):
+            self.outputs[n] = RowOutputs(base=b, adapter=a, fluency=f)
+
+    def _fluency(
+        self, references: list[str], base: list[str], adapter: list[str | None]
+    ) -> list[dict[str, dict[str, Any] | None] | None]:
+        """Per row: NLL and tokens of the reference, base and adapter texts under the scoring model."""
+        from pytest_llmeval.perplexity import perplexity
+
+        scorer = self._scoring_model()
+        sides: dict[str, list[str | None]] = {"reference": list(references), "base": list(base)}
+        if self.has_adapter:
+            sides["adapter"] = list(adapter)
+        # One call for every text of the chunk: they share forward passes. Empty texts have no token to score.
+        texts = sorted({t for side in sides.values() for t in side if t and t.strip()})
+        measured: dict[str, dict[str, Any]] = {}
+        if texts:
+            with scorer.adapter_enabled(False):
+                result = perplexity(scorer.model, scorer.tokenizer, texts)
+            for t in result.texts:
+                measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}
+        return [
+            {side: measured.get(values[i] or "") for side, values in sides.items()}
+            for i in range(len(references))
+        ]
+
+    def _scoring_model(self) -> LoadedModel:
+        """The fluency scoring model: --llmeval-ppl-model, else the evaluated model with the adapter off."""
+        if self.options.ppl_model is None:
+            return self.loaded()
+        if self._ppl_loaded is None:
+            from pytest_llmeval import models
+
+            spec = self.options.spec
+            self._ppl_loaded = models.load(
+                ModelSpec(
+                    base_model=self.options.ppl_model,
+                    device=spec.device,
+                    dtype=spec.dtype,
+                    threads=spec.threads,
+                )
+            )
+        return self._ppl_loaded
+
+    def _measure_perplexity(self, nodeids: list[str]) -> None:
+        """Perplexity rows: each text measured with the adapter off and on; rows of one window share calls."""
+        from pytest_llmeval.scorers import perplexity as ppl_scorer
+
+        by_window: dict[tuple[int | None, int | None], list[str]] = {}
+        for n in nodeids:
+            by_window.setdefault(ppl_scorer.window(self.rows[n].case.evaluation_config), []).append(n)
+        for (max_length, stride), group in by_window.items():
+            cases = [self.rows[n].case for n in group]
+            texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
+            base = self._text_measurements(texts, max_length, stride, adapter=False)
+            adapter: list[dict[str, Any] | None] = [None] * len(group)
+            if self.has_adapter:
+                adapter = list(self._text_measurements(texts, max_length, stride, adapter=True))
+            for n, b, a in zip(group, base, adapter, strict=True):
+                self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
+
+    def _text_measurements(
+        self, texts: list[str], max_length: int | None, stride: int | None, *, adapter: bool
+    ) -> list[dict[str, Any]]:
+        """Per text: perplexity, NLL, tokens, characters and the per-script shares (fast tokenizers)."""
+        from pytest_llmeval.perplexity import perplexity
+
+        loaded = self.loaded()
+        with loaded.adapter_enabled(adapter):
+            result = perplexity(
+                loaded.model,
+                loaded.tokenizer,
+                texts,
+                max_length=max_length,
+                stride=stride,
+                by_script=bool(getattr(loaded.tokenizer, "is_fast", False)),
+            )
+        return [
+            {
+                "perplexity": t.perplexity,
+                "cross_entropy": t.nll / t.n_tokens,
+                "nll": t.nll,
+                "n_tokens": t.n_tokens,
+                "n_chars": t.n_chars,
+                "n_bytes": t.n_bytes,
+                "bits_per_character": t.bits_per_character,
+                "bits_per_byte": t.bits_per_byte,
+                "scripts": None if t.scripts is None else {k: v.to_json() for k, v in t.scripts.items()},
+                "max_length": result.max_length,
+                "stride": result.stride,
+                "first_token": result.first_token,
+            }
+            for t in result.texts
+        ]
 
     def score_row(self, nodeid: str) -> RowResult:
         """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
@@ -256,13 +375,17 @@ class EvalRun:
         case = ref.case
         try:
             out = self.outputs_for(nodeid)
-        except RowError as exc:
-            error = str(exc)
+        except (RowError, RowSkipped) as exc:
+            reason = str(exc)
+            skipped = isinstance(exc, RowSkipped)
             failed: dict[str, Any] = {"nodeid": nodeid, "benchmark": ref.benchmark, "id": case.id}
             failed.update(line=case.line, difficulty=case.difficulty, evaluation_type=case.evaluation_type)
             failed.update(tags=list(case.tags), expected_output=case.expected_output, base=None, adapter=None)
-            failed.update(passed=False, error=error)
-            return RowResult(record=failed, score=None, error=error)
+            failed.update(passed=False, error=None if skipped else reason)
+            if skipped:
+                failed["skipped"] = reason
+                return RowResult(record=failed, score=None, skipped=reason)
+            return RowResult(record=failed, score=None, error=reason)
         record: dict[str, Any] = {
             "nodeid": nodeid,
             "benchmark": ref.benchmark,
@@ -273,18 +396,16 @@ class EvalRun:
             "tags": list(case.tags),
             "expected_output": case.expected_output,
             "base": {"output": out.base, "score": None},
-            "adapter": None if out.adapter is None else {"output": out.adapter, "score": None},
+            "adapter": None
+            if out.adapter is None and out.adapter_measure is None
+            else {"output": out.adapter, "score": None},
             "passed": False,
             "error": None,
         }
-        scorer = SCORERS[case.evaluation_type]
+        if out.fluency is not None:
+            record["fluency"] = out.fluency
         try:
-            base_score = scorer.score(out.base, case.expected_output, case.evaluation_config)
-            adapter_score = (
-                None
-                if out.adapter is None
-                else scorer.score(out.adapter, case.expected_output, case.evaluation_config)
-            )
+            base_score, adapter_score = self._scores(case, out)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
             where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             error = f"{ref.benchmark}:{case.line}: scorer '{case.evaluation_type}' raised {where}"
@@ -296,6 +417,23 @@ class EvalRun:
         primary = adapter_score if adapter_score is not None else base_score
         record["passed"] = primary.passed
         return RowResult(record=record, score=primary)
+
+    @staticmethod
+    def _scores(case: Case, out: RowOutputs) -> tuple[Score, Score | None]:
+        """Base and adapter scores of a row: from its texts, or from its measurements."""
+        scorer = SCORERS[case.evaluation_type]
+        config = case.evaluation_config
+        if scorer.score_measurement is not None:
+            assert out.base_measure is not None
+            base = scorer.score_measurement(out.base_measure, config)
+            adapter = (
+                None if out.adapter_measure is None else scorer.score_measurement(out.adapter_measure, config)
+            )
+            return base, adapter
+        assert scorer.score is not None and out.base is not None
+        base = scorer.score(out.base, case.expected_output, config)
+        adapter = None if out.adapter is None else scorer.score(out.adapter, case.expected_output, config)
+        return base, adapter
 
     def publish(self, record: dict[str, Any]) -> None:
         """Keep a scored row for this process's gates; under xdist also append it to the shared spool."""
@@ -373,8 +511,12 @@ class EvalRun:
                 benchmark, bench.sha256, records, self.previous, opts.alpha
             )
             return gates.no_regression(cmp, previous_version=version, comparable=comparable, reason=reason)
-        adapter, base = paired_scores(records)
-        cmp = compare_paired(adapter, base, alpha=opts.alpha) if self.has_adapter and adapter else None
+        adapter, base, bounded, _ = comparison_values(records)
+        cmp = (
+            compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded)
+            if self.has_adapter and adapter
+            else None
+        )
         if name == "better_than_base":
             return gates.better_than_base(cmp, mode=opts.mode)
         return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop)

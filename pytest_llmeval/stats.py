@@ -294,6 +294,7 @@ def power_analysis_continuous(
     alpha: float = 0.05,
     power: float = DEFAULT_POWER,
     target: float = TARGET_DIFFERENCE,
+    bounded: bool = True,
 ) -> PowerAnalysis:
     """Paired t power (noncentral t) at this sd of differences: detectable difference, rows for target."""
     _check_power_args(n, alpha)
@@ -306,7 +307,7 @@ def power_analysis_continuous(
     detectable: float | None = None
     if n >= 2:
         effect = _t_detectable_effect(n, alpha, power)
-        if effect * sd <= 1.0:  # scores in [0, 1] cannot differ by more than 1
+        if effect * sd <= 1.0 or not bounded:  # scores in [0, 1] cannot differ by more than 1
             detectable = effect * sd
     return PowerAnalysis(n, alpha, power, target, detectable, _t_rows_needed(target / sd, alpha, power))
 
@@ -319,12 +320,17 @@ def compare_paired(
     confidence: float = 0.95,
     n_boot: int = 10_000,
     seed: int = 0,
+    bounded: bool = True,
 ) -> PairedComparison:
-    """Compare paired per-row scores: exact McNemar for 0/1 scores, paired t (and Wilcoxon) otherwise."""
+    """Compare paired per-row scores: exact McNemar for 0/1 scores, paired t (and Wilcoxon) otherwise.
+
+    bounded=False takes any finite values (negative cross-entropy, say): always the paired t, and the
+    detectable difference is not capped at 1.
+    """
     _check_open_unit("alpha", alpha)
     _check_open_unit("confidence", confidence)
-    a = _as_scores("adapter", adapter)
-    b = _as_scores("base", base)
+    a = _as_scores("adapter", adapter) if bounded else _as_finite("adapter values", adapter)
+    b = _as_scores("base", base) if bounded else _as_finite("base values", base)
     if a.size != b.size:
         raise ValueError(
             f"adapter and base must score the same rows: got {a.size} adapter scores and {b.size} base scores"
@@ -333,7 +339,7 @@ def compare_paired(
     if n == 0:
         raise ValueError("no rows to compare: both score lists are empty")
     diff = a - b  # (n,): adapter minus base, row by row
-    binary = bool(np.all((a == 0.0) | (a == 1.0)) and np.all((b == 0.0) | (b == 1.0)))
+    binary = bounded and bool(np.all((a == 0.0) | (a == 1.0)) and np.all((b == 0.0) | (b == 1.0)))
     t_statistic, t_p = paired_t_test(diff)
     ci_low, ci_high = paired_bootstrap_ci(diff, confidence=confidence, n_boot=n_boot, seed=seed)
     statistic: float | None
@@ -353,7 +359,7 @@ def compare_paired(
             p_value = mcnemar_exact(n, 0)
         discordant = None
         wilcoxon_p = wilcoxon_signed_rank(diff)
-        power = power_analysis_continuous(n, _sd(diff) if n >= 2 else 0.0, alpha=alpha)
+        power = power_analysis_continuous(n, _sd(diff) if n >= 2 else 0.0, alpha=alpha, bounded=bounded)
     mean_adapter, mean_base = float(a.mean()), float(b.mean())
     return PairedComparison(
         n=n,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,11 @@ def test_main_job_runs_every_row_and_reports(
     assert doc["adapter_name"] == "date-iso"
     assert doc["base_model"] == "embedded:SmolLM2-135M-Instruct"
     benches = by_file(doc)
-    assert set(benches) == {"benchmarks/dates.jsonl", "benchmarks/sentiment.jsonl"}
+    assert set(benches) == {
+        "benchmarks/dates.jsonl",
+        "benchmarks/sentiment.jsonl",
+        "benchmarks/japanese_text.jsonl",
+    }
     for bench in benches.values():
         assert bench["n_examples"] == 60
         assert bench["results"]["n_errors"] == 0
@@ -88,4 +93,60 @@ def test_gates_of_the_main_job(main_job: tuple[subprocess.CompletedProcess[str],
             assert bench["gates"][gate]["status"] == "pass", bench["gates"][gate]
     # The adapter's own training file is found beside it, and no benchmark row is copied from it.
     assert dates["gates"]["held_out"]["status"] in ("pass", "warn")
-    assert main_job[1]["out_of_domain"][0]["benchmark_file"] == "benchmarks/sentiment.jsonl"
+    out_of_domain = [b["benchmark_file"] for b in main_job[1]["out_of_domain"]]
+    assert out_of_domain == ["benchmarks/japanese_text.jsonl", "benchmarks/sentiment.jsonl"]
+
+
+def test_japanese_perplexity_benchmark(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    """Perplexity rows end to end: token-weighted corpus values, per-script bits, a cross-entropy gate."""
+    bench = by_file(main_job[1])["benchmarks/japanese_text.jsonl"]
+    assert bench["domain"] == "out"
+    ppl = bench["perplexity"]
+    rows = bench["rows"]
+    for who in ("base", "adapter"):
+        scores = [r[who]["score"] for r in rows]
+        tokens = sum(s["n_tokens"] for s in scores)
+        expected = math.exp(math.fsum(s["nll"] for s in scores) / tokens)
+        assert ppl[who]["perplexity"] == pytest.approx(expected, rel=1e-12)
+        assert ppl[who]["n_tokens"] == tokens
+        # The unweighted mean of per-text values is reported under its own name, and it is not the same.
+        assert ppl[who]["mean_text_perplexity"] != pytest.approx(ppl[who]["perplexity"], rel=0.01)
+        scripts = ppl[who]["bits_per_character_by_script"]
+        assert set(scripts) == {"hiragana", "katakana", "kanji", "latin", "other"}
+        assert all(scripts[s]["n_chars"] > 0 for s in scripts)
+        # Every character belongs to one script, and the shares add up to the whole text's loss.
+        assert sum(scripts[s]["n_chars"] for s in scripts) == ppl[who]["n_chars"]
+        total_bits = sum(scripts[s]["bits_per_character"] * scripts[s]["n_chars"] for s in scripts)
+        assert total_bits == pytest.approx(ppl[who]["bits_per_character"] * ppl[who]["n_chars"], rel=1e-9)
+    # An English-centred model finds kanji far harder than hiragana.
+    base_scripts = ppl["base"]["bits_per_character_by_script"]
+    assert base_scripts["kanji"]["bits_per_character"] > base_scripts["hiragana"]["bits_per_character"]
+    assert bench["statistics"]["measure"].startswith("negative cross-entropy")
+    assert bench["gates"]["no_degradation"]["status"] in ("pass", "warn")
+    # The long row is scored through several overlapping windows of 64 tokens.
+    long_row = next(r for r in rows if "long" in r["tags"])
+    assert long_row["base"]["score"]["max_length"] == 64 and long_row["base"]["score"]["n_tokens"] > 64
+
+
+def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
+    """--llmeval-fluency on the real model: reference, base and adapter perplexity under the base."""
+    out = tmp_path / "results.json"
+    cmd = [sys.executable, "-m", "pytest", "--adapter", "adapters/date-iso", "benchmarks/dates.jsonl"]
+    cmd += ["-k", "dates-00", "-m", "not gate", "-q", "--tb=no", "-p", "no:cacheprovider"]
+    cmd += ["--llmeval-fluency", f"--llmeval-results={out}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    bench = by_file(json.loads(out.read_text()))["benchmarks/dates.jsonl"]
+    fluency = bench["fluency"]
+    assert "fluency perplexity: reference" in proc.stdout
+    for side in ("reference", "base", "adapter"):
+        assert fluency[side]["n_tokens"] > 0
+        assert fluency[side]["perplexity_score"] == pytest.approx(
+            100 * math.exp(-fluency[side]["perplexity"] / 300)
+        )
+    for side in ("base", "adapter"):
+        ratio = fluency[side]["perplexity"] / fluency["reference"]["perplexity"]
+        assert fluency[side]["ratio_to_reference"] == pytest.approx(ratio)
+    assert all(set(r["fluency"]) == {"reference", "base", "adapter"} for r in bench["rows"])

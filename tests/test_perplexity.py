@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
-from pytest_llmeval.perplexity import perplexity
+from pytest_llmeval.perplexity import attribute_to_scripts, perplexity, script_of
 
 TEXTS = [
     "Hi.",
@@ -250,3 +253,81 @@ def test_llm_fixtures_offer_perplexity_and_the_assertion(
         f"--base-model={tiny_model}", f"--adapter={tiny_adapter}", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=3)
+
+
+# --- per-script breakdown -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("char", "script"),
+    [
+        ("あ", "hiragana"),
+        ("ゝ", "hiragana"),
+        ("カ", "katakana"),
+        ("ー", "katakana"),
+        ("ｶ", "katakana"),
+        ("猫", "kanji"),
+        ("々", "kanji"),
+        ("𠀋", "kanji"),
+        ("a", "latin"),
+        ("Z", "latin"),
+        ("é", "latin"),
+        ("Ａ", "latin"),
+        ("1", "other"),
+        ("。", "other"),
+        (" ", "other"),
+        ("🙂", "other"),
+        ("×", "other"),
+    ],
+)
+def test_script_of(char: str, script: str) -> None:
+    assert script_of(char) == script
+
+
+@given(
+    text=st.text(alphabet="あいカキ猫犬ab .1🙂", min_size=1, max_size=30),
+    data=st.data(),
+)
+def test_attribution_keeps_every_nat(text: str, data: st.DataObject) -> None:
+    """Whatever the token spans, the script shares add up to the total loss and count every character."""
+    cuts = sorted(
+        data.draw(st.sets(st.integers(1, len(text) - 1), max_size=len(text))) if len(text) > 1 else []
+    )
+    bounds = [0, *cuts, len(text)]
+    offsets = list(itertools.pairwise(bounds))
+    offsets += data.draw(st.lists(st.sampled_from([*offsets, (0, 0)]), max_size=3))  # split characters, empty
+    losses = data.draw(st.lists(st.floats(0, 20), min_size=len(offsets), max_size=len(offsets)))
+    shares = attribute_to_scripts(text, offsets, losses)
+    assert math.fsum(s.nll for s in shares.values()) == pytest.approx(math.fsum(losses), abs=1e-9)
+    assert sum(s.n_chars for s in shares.values()) == len(text)
+
+
+def test_attribution_by_hand() -> None:
+    # Token 1 covers "猫", token 2 and 3 share "あ" (one character split over two byte-level tokens),
+    # token 4 covers "a " (split evenly between latin and other).
+    shares = attribute_to_scripts("猫あa ", [(0, 1), (1, 2), (1, 2), (2, 4)], [4.0, 1.0, 2.0, 6.0])
+    assert {s: (v.nll, v.n_chars) for s, v in shares.items()} == {
+        "hiragana": (3.0, 1),
+        "katakana": (0.0, 0),
+        "kanji": (4.0, 1),
+        "latin": (3.0, 1),
+        "other": (3.0, 1),
+    }
+    assert shares["kanji"].bits_per_character == pytest.approx(4.0 / math.log(2))
+    assert shares["katakana"].bits_per_character is None
+
+
+def test_by_script_sums_to_the_total_and_changes_nothing_else(tiny: LoadedModel) -> None:
+    texts = ["吾輩は猫である。名前はまだ無い。", "カタカナ and English, 123!", *TEXTS[:2]]
+    plain = perplexity(tiny.model, tiny.tokenizer, texts, max_length=8, stride=3)
+    split = perplexity(tiny.model, tiny.tokenizer, texts, max_length=8, stride=3, by_script=True)
+    assert split.perplexity == plain.perplexity
+    assert plain.scripts is None and split.scripts is not None
+    for text in split.texts:
+        assert text.scripts is not None
+        assert math.fsum(s.nll for s in text.scripts.values()) == pytest.approx(text.nll, rel=1e-12)
+    assert math.fsum(s.nll for s in split.scripts.values()) == pytest.approx(split.total_nll, rel=1e-12)
+    assert split.scripts["kanji"].n_chars == 6 and split.scripts["katakana"].n_chars == 4
+    doc = split.to_json()
+    assert doc["scripts"]["hiragana"]["n_chars"] == split.scripts["hiragana"].n_chars
+    assert doc["texts"][0]["scripts"]["kanji"]["nll"] == split.texts[0].scripts["kanji"].nll  # type: ignore[index]

@@ -5,11 +5,17 @@ No pytest and no torch here: scorers are plain functions, tested with plain unit
 
 from __future__ import annotations
 
-from pytest_llmeval.scorers import exact_match
+from pytest_llmeval.scorers import exact_match, perplexity
 from pytest_llmeval.scorers.base import Score, ScorerSpec
 
 __all__ = ["SCORERS", "Score", "ScorerSpec"]
 
 SCORERS: dict[str, ScorerSpec] = {
     "exact_match": ScorerSpec(validate=exact_match.validate_config, score=exact_match.score),
+    "perplexity": ScorerSpec(
+        validate=perplexity.validate_config,
+        measure="perplexity",
+        score_measurement=perplexity.score_measurement,
+        field_rule=perplexity.field_rule,
+    ),
 }

@@ -25,9 +25,19 @@ class Score:
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """What the collector and the runner need to know of one evaluation type."""
+    """What the collector and the runner need to know of one evaluation type.
+
+    A text scorer (`score`) scores a generated output against the expected one and never sees the model.
+    A measured type (`measure` names what the runner computes, `score_measurement` turns it into a Score)
+    generates nothing: the runner measures the row with the model itself, adapter off and on, in batches.
+    """
 
     # Raises ValueError with a one-line reason when evaluation_config is invalid (checked at collection).
     validate: Callable[[Mapping[str, Any]], None]
-    # Scores one prediction; never sees the model.
-    score: Callable[[str, str, Mapping[str, Any]], Score]
+    score: Callable[[str, str, Mapping[str, Any]], Score] | None = None
+    measure: str | None = None  # "perplexity"
+    # (measurement, evaluation_config) -> Score; the measurement is a JSON-able dict.
+    score_measurement: Callable[[Mapping[str, Any], Mapping[str, Any]], Score] | None = None
+    # (evaluation_config) -> (text fields that may be empty, fields that must not be), when the type needs
+    # other fields than the default (only `input` may be empty).
+    field_rule: Callable[[Mapping[str, Any]], tuple[frozenset[str], frozenset[str]]] | None = None

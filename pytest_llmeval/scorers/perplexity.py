@@ -1,0 +1,78 @@
+"""evaluation_type `perplexity`: the row's text must score at or below a perplexity bound.
+
+Nothing is generated: the runner measures the text with the model (adapter off and on) through
+pytest_llmeval.perplexity and hands the numbers here. A row's Score.value is 1.0 when the perplexity is at
+or below `threshold`, else 0.0, so a benchmark's score is the fraction of its texts within the bound; the
+token-weighted corpus perplexity and the paired comparison of per-text cross-entropy are in results.json
+(results.perplexity_summary).
+
+evaluation_config:
+- threshold (required): the highest acceptable perplexity.
+- on: "input" (default) scores the row's input, "reference" its expected_output.
+- max_length, stride: the sliding window (defaults: the model's context capped at 1024, max_length / 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmeval.scorers.base import Score
+
+TEXT_FIELDS = {"input": "input", "reference": "expected_output"}
+KNOWN_KEYS = ("threshold", "on", "max_length", "stride")
+
+
+def validate_config(config: Mapping[str, Any]) -> None:
+    """Raise ValueError with a one-line reason when the config is invalid."""
+    unknown = sorted(set(config) - set(KNOWN_KEYS))
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(unknown)} for perplexity (known: {', '.join(KNOWN_KEYS)})"
+        )
+    threshold = config.get("threshold")
+    if threshold is None:
+        raise ValueError("perplexity needs 'threshold': the highest acceptable perplexity")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 1.0:
+        raise ValueError(
+            f"'threshold' must be a number >= 1 (a perplexity is never below 1), got {threshold!r}"
+        )
+    on = config.get("on", "input")
+    if on not in TEXT_FIELDS:
+        raise ValueError(f"'on' must be one of {', '.join(TEXT_FIELDS)}, got {on!r}")
+    max_length = config.get("max_length")
+    if max_length is not None and (not _is_int(max_length) or max_length < 2):
+        raise ValueError(f"'max_length' must be an integer >= 2, got {max_length!r}")
+    stride = config.get("stride")
+    if stride is not None:
+        if not _is_int(stride) or stride < 1:
+            raise ValueError(f"'stride' must be an integer >= 1, got {stride!r}")
+        if max_length is not None and stride > max_length:
+            raise ValueError(f"'stride' ({stride}) must not exceed 'max_length' ({max_length})")
+
+
+def text_field(config: Mapping[str, Any]) -> str:
+    """The row field whose text is scored: input or expected_output."""
+    return TEXT_FIELDS[str(config.get("on", "input"))]
+
+
+def field_rule(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """(fields that may be empty, fields that must not be): only the scored text is needed."""
+    scored = text_field(config)
+    return frozenset({"instruction", "input", "expected_output"} - {scored}), frozenset({scored})
+
+
+def window(config: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(max_length, stride) from the config; None means the default."""
+    return config.get("max_length"), config.get("stride")
+
+
+def score_measurement(measurement: Mapping[str, Any], config: Mapping[str, Any]) -> Score:
+    """1.0 when the measured perplexity is at or below the threshold; the measurement goes into details."""
+    bound = float(config["threshold"])
+    value = 1.0 if measurement["perplexity"] <= bound else 0.0
+    return Score(value=value, threshold=1.0, details={**measurement, "max_perplexity": bound})
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
