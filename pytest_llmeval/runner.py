@@ -65,6 +65,7 @@ class RunOptions:
     # base with the adapter off unless --llmeval-ppl-model names another (then fluency is on too).
     fluency: bool = False
     ppl_model: str | None = None
+    sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,9 @@ class EvalRun:
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
     _ppl_loaded: LoadedModel | None = None  # --llmeval-ppl-model, loaded on first use
+    _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
+    _sandbox_unavailable: str | None = None
+    notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
     _load_error: ModelError | None = None
@@ -405,7 +409,12 @@ class EvalRun:
         if out.fluency is not None:
             record["fluency"] = out.fluency
         try:
-            base_score, adapter_score = self._scores(case, out)
+            resources = {name: self._resource(name) for name in SCORERS[case.evaluation_type].uses}
+        except RowSkipped as exc:
+            record["skipped"] = str(exc)
+            return RowResult(record=record, score=None, skipped=str(exc))
+        try:
+            base_score, adapter_score = self._scores(case, out, resources)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
             where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             error = f"{ref.benchmark}:{case.line}: scorer '{case.evaluation_type}' raised {where}"
@@ -418,8 +427,32 @@ class EvalRun:
         record["passed"] = primary.passed
         return RowResult(record=record, score=primary)
 
+    def _resource(self, name: str) -> Any:
+        """What a scorer needs beside the texts (ScorerSpec.uses), built once per process."""
+        if name != "sandbox":
+            raise ValueError(f"unknown scorer resource {name!r}")
+        if self._sandbox_unavailable is not None:
+            raise RowSkipped(self._sandbox_unavailable)
+        if self._sandbox is None:
+            from pytest_llmeval.sandbox import Sandbox, SandboxUnavailable, detect
+
+            mode = self.options.sandbox_mode
+            try:
+                isolation = detect(mode)
+            except SandboxUnavailable as exc:
+                self._sandbox_unavailable = f"--llmeval-sandbox {mode}: code is not run without it: {exc}"
+                raise RowSkipped(self._sandbox_unavailable) from None
+            if isolation.level != "strict":
+                missing = ", ".join(isolation.missing)
+                self.notices.append(
+                    f"code_execution rows run with basic isolation only (missing: {missing}): "
+                    f"{isolation.reason}. --llmeval-sandbox strict skips them instead"
+                )
+            self._sandbox = Sandbox(isolation)
+        return self._sandbox
+
     @staticmethod
-    def _scores(case: Case, out: RowOutputs) -> tuple[Score, Score | None]:
+    def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> tuple[Score, Score | None]:
         """Base and adapter scores of a row: from its texts, or from its measurements."""
         scorer = SCORERS[case.evaluation_type]
         config = case.evaluation_config
@@ -431,8 +464,12 @@ class EvalRun:
             )
             return base, adapter
         assert scorer.score is not None and out.base is not None
-        base = scorer.score(out.base, case.expected_output, config)
-        adapter = None if out.adapter is None else scorer.score(out.adapter, case.expected_output, config)
+        base = scorer.score(out.base, case.expected_output, config, **resources)
+        adapter = (
+            None
+            if out.adapter is None
+            else scorer.score(out.adapter, case.expected_output, config, **resources)
+        )
         return base, adapter
 
     def publish(self, record: dict[str, Any]) -> None:

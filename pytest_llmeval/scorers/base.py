@@ -34,7 +34,11 @@ class ScorerSpec:
 
     # Raises ValueError with a one-line reason when evaluation_config is invalid (checked at collection).
     validate: Callable[[Mapping[str, Any]], None]
-    score: Callable[[str, str, Mapping[str, Any]], Score] | None = None
+    # (prediction, expected, evaluation_config, **resources) -> Score
+    score: Callable[..., Score] | None = None
+    # What the runner must hand `score` as keyword arguments, built once per process: "sandbox" (the
+    # sandbox.Sandbox that runs model-written code).
+    uses: frozenset[str] = frozenset()
     measure: str | None = None  # "perplexity"
     # (measurement, evaluation_config) -> Score; the measurement is a JSON-able dict.
     score_measurement: Callable[[Mapping[str, Any], Mapping[str, Any]], Score] | None = None
