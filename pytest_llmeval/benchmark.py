@@ -36,6 +36,8 @@ ConfigValidator = Callable[[Mapping[str, Any]], None]
 # (evaluation_config) -> (text fields that may be empty, fields that must not be empty), for evaluation
 # types that read other fields than a generation row does (a perplexity row scores one text).
 FieldRule = Callable[[Mapping[str, Any]], tuple[frozenset[str], frozenset[str]]]
+# (evaluation_config, the row object) -> None, raising ValueError: checks that need the config and the row.
+RowValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def load_benchmark(
     path: Path,
     validators: Mapping[str, ConfigValidator],
     field_rules: Mapping[str, FieldRule] | None = None,
+    row_validators: Mapping[str, RowValidator] | None = None,
 ) -> Benchmark:
     """Parse and validate a JSONL benchmark; raises BenchmarkError listing every bad line."""
     data = path.read_bytes()
@@ -120,7 +123,7 @@ def load_benchmark(
         if obj is None:
             problems.append((lineno, str(bad)))
             continue
-        case, reasons = _parse_row(obj, lineno, validators, field_rules or {})
+        case, reasons = _parse_row(obj, lineno, validators, field_rules or {}, row_validators or {})
         problems.extend((lineno, r) for r in reasons)
         if case is None:
             continue
@@ -144,6 +147,7 @@ def _parse_row(
     lineno: int,
     validators: Mapping[str, ConfigValidator],
     field_rules: Mapping[str, FieldRule],
+    row_validators: Mapping[str, RowValidator],
 ) -> tuple[Case | None, list[str]]:
     """Validate one row; returns the Case (None when invalid) and every reason it is invalid."""
     reasons: list[str] = []
@@ -191,6 +195,9 @@ def _parse_row(
     else:
         try:
             validator(config)
+            row_validator = row_validators.get(obj["evaluation_type"])
+            if row_validator is not None:
+                row_validator(config, obj)
         except ValueError as exc:
             reasons.append(f"evaluation_config: {exc}")
 

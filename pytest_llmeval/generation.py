@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,16 +78,21 @@ def generate(
     max_new_tokens: int | Sequence[int],
     batch_size: int,
     add_special_tokens: bool = False,
+    sampling: Sampling | None = None,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
     `max_new_tokens` may differ per prompt: each row leaves its batch at its own limit or at EOS.
     Chat-templated prompts carry their own special tokens, hence add_special_tokens=False by default.
+    With `sampling` (the LLM judge's repeated runs), tokens are sampled instead, each prompt from its own
+    seeded generator: a prompt's sample does not depend on what else is in its batch.
     """
     import torch
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if sampling is not None and len(sampling.seeds) != len(prompts):
+        raise ValueError("sampling needs one seed per prompt")
     limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(limits) != len(prompts):
         raise ValueError("max_new_tokens must be an int or one limit per prompt")
@@ -117,13 +122,16 @@ def generate(
         with torch.inference_mode(), warnings.catch_warnings():
             # peft asks transformers a deprecated question on every forward; users cannot act on it.
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            tokens = _greedy(
+            tokens = _decode(
                 model,
                 ids.to(device),
                 mask.to(device),
                 shared=shared,
                 limits=[limits[i] for i in rows],
                 eos_ids=eos_ids,
+                sampler=None
+                if sampling is None
+                else sampling.sampler([sampling.seeds[i] for i in rows], device),
             )
         for i, row_tokens in zip(rows, tokens, strict=True):
             text = tokenizer.decode(row_tokens, skip_special_tokens=True)
@@ -131,7 +139,47 @@ def generate(
     return outputs
 
 
-def _greedy(
+@dataclass(frozen=True)
+class Sampling:
+    """Temperature (and nucleus) sampling with one seed per prompt."""
+
+    temperature: float
+    seeds: Sequence[int]
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 for sampling, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def sampler(
+        self, seeds: Sequence[int], device: torch.device
+    ) -> Callable[[torch.Tensor, list[int]], torch.Tensor]:
+        """A step function: (logits (A, V) of the alive rows, their batch rows) -> sampled ids (A,)."""
+        import torch
+
+        generators = []
+        for seed in seeds:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(seed)
+            generators.append(generator)
+
+        def step(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+            probs = torch.softmax(logits.float() / self.temperature, dim=-1)  # (A, V)
+            if self.top_p < 1.0:
+                sorted_probs, order = probs.sort(dim=-1, descending=True)  # (A, V)
+                # Keep the smallest set of tokens whose mass reaches top_p (the first token always).
+                drop = sorted_probs.cumsum(-1) - sorted_probs > self.top_p  # (A, V)
+                sorted_probs[drop] = 0.0
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+            picks = [torch.multinomial(probs[k], 1, generator=generators[row]) for k, row in enumerate(rows)]
+            return torch.cat(picks)  # (A,)
+
+        return step
+
+
+def _decode(
     model: PreTrainedModel,
     ids: torch.Tensor,  # (B, P + S): shared prefix, padding, own suffix
     mask: torch.Tensor,  # (B, P + S): 1 for real tokens
@@ -139,12 +187,14 @@ def _greedy(
     shared: int,
     limits: list[int],
     eos_ids: list[int],
+    sampler: Callable[[torch.Tensor, list[int]], torch.Tensor] | None = None,
 ) -> list[list[int]]:
     """Greedy decoding with a KV cache; a row leaves the batch as soon as it ends (EOS or its own limit).
 
     Equivalent to transformers' generate() with do_sample=False and no logits processors (argmax of the
     last position's logits), but finished rows stop costing compute: in a batch where most rows answer in
-    a few tokens and one rambles to its limit, the others are not decoded along with it.
+    a few tokens and one rambles to its limit, the others are not decoded along with it. With a sampler,
+    each step's token is drawn from it instead of the argmax.
     """
     import torch
     from transformers import DynamicCache
@@ -172,7 +222,8 @@ def _greedy(
     next_pos = mask.sum(-1)  # (B,) position of each row's next token
     eos = torch.tensor(eos_ids, device=ids.device)
     while True:
-        step = out.logits[:, -1, :].argmax(-1)  # (A,) greedy choice per alive row
+        last = out.logits[:, -1, :]  # (A, V)
+        step = last.argmax(-1) if sampler is None else sampler(last, alive)  # (A,) next token per alive row
         ended = torch.isin(step, eos)  # (A,)
         keep: list[int] = []
         for k, row in enumerate(alive):

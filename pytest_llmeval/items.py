@@ -60,6 +60,7 @@ class BenchmarkFile(pytest.File):
                 self.path,
                 {name: s.validate for name, s in SCORERS.items()},
                 {name: s.field_rule for name, s in SCORERS.items() if s.field_rule is not None},
+                {name: s.validate_row for name, s in SCORERS.items() if s.validate_row is not None},
             )
         except BenchmarkError as exc:
             # Name the file relative to the rootdir, as the user typed it, with the line of every problem.
@@ -156,7 +157,15 @@ class CaseItem(BenchmarkItem):
         if case.input:
             lines.append(f"  input:       {case.input!r}")
         lines.append(f"  expected:    {case.expected_output!r}")
-        lines.append(f"  output:      {record[who]['output']!r}")
+        if "scores" in details and "choices" in details:  # multiple_choice: measured, nothing generated
+            ranked = ", ".join(
+                f"{c['text']!r} {v:.3f}" for c, v in zip(details["choices"], details["scores"], strict=True)
+            )
+            lines.append(
+                f"  predicted:   {details['predicted']!r} (log-likelihood, {details['normalize']}: {ranked})"
+            )
+        else:
+            lines.append(f"  output:      {record[who]['output']!r}")
         if "extracted" in details:
             lines.append(f"  extracted:   {details['extracted']!r}")
         if "normalized_prediction" in details:
@@ -181,10 +190,18 @@ class CaseItem(BenchmarkItem):
                         f"exit {run['exit_code']}, signal {run['signal']}, stderr {run['stderr'][-200:]!r}"
                     )
                 lines.append(f"    case {run['index']}: {run['verdict']}: {shown}")
+        if "runs" in details:  # llm_judge: what the judge said
+            for run in details["runs"]:
+                lines.append(
+                    f"  judge run {run['run']} (seed {run['seed']}): {run['score']}: {run['output'][:160]!r}"
+                )
         if who == "adapter":
             base = record["base"]
             base_value = base["score"]["value"] if base["score"] else None
-            lines.append(f"  base output: {base['output']!r} (score {base_value})")
+            if base["output"] is None and base["score"]:
+                lines.append(f"  base:        {base['score'].get('predicted')!r} (score {base_value})")
+            else:
+                lines.append(f"  base output: {base['output']!r} (score {base_value})")
         return "\n".join(lines)
 
     def _describe_perplexity(self, record: dict[str, Any], who: str) -> str:

@@ -355,6 +355,38 @@ def _score_windows(
     return result, tokens
 
 
+def continuation_nll(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    batch_size: int | None = None,
+) -> list[float]:
+    """Summed NLL (nats) of each continuation's tokens given its context: (context ids, continuation ids).
+
+    The log-likelihood of multiple-choice answers: every pair is one window whose context positions carry
+    no loss, so all pairs share the batched forward passes of perplexity(). A context longer than the
+    model's window loses its oldest tokens (the continuation is always scored whole).
+    """
+    limit = getattr(model.config, "max_position_embeddings", None)
+    ids: list[list[int]] = []
+    windows: list[Window] = []
+    for index, (context, continuation) in enumerate(pairs):
+        if not context or not continuation:
+            raise ValueError(f"pair {index}: context and continuation must both have tokens")
+        row = [*context, *continuation]
+        if isinstance(limit, int) and len(row) > limit:
+            if len(continuation) >= limit:
+                raise ValueError(
+                    f"pair {index}: a {len(continuation)}-token continuation exceeds the context"
+                )
+            row = row[len(row) - limit :]
+        ids.append(row)
+        windows.append(Window(text=index, begin=0, end=len(row), first_scored=len(row) - len(continuation)))
+    nll, _ = _score_windows(model, tokenizer, ids, windows, batch_size=batch_size)
+    return nll
+
+
 def plan_batches(windows: Sequence[Window], *, batch_size: int | None, device_type: str) -> list[list[int]]:
     """Window numbers per forward pass: longest first, `batch_size` rows or TOKEN_BUDGET positions each.
 

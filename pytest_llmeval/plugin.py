@@ -186,6 +186,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
     )
     group.addoption(
+        "--llmeval-judge-model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="judge for llm_judge rows (a folder, a cached hub id or 'embedded'; default: the base model "
+        "with the adapter off)",
+    )
+    group.addoption(
         "--llmeval-sandbox",
         choices=("auto", "strict", "basic"),
         default="auto",
@@ -259,6 +266,7 @@ def pytest_configure(config: pytest.Config) -> None:
         fluency=opt.llmeval_fluency or opt.llmeval_ppl_model is not None,
         ppl_model=opt.llmeval_ppl_model,
         sandbox_mode=opt.llmeval_sandbox,
+        judge_model=opt.llmeval_judge_model,
     )
     run = EvalRun(options=options, previous=_previous_results(config))
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ class RunOptions:
     # base with the adapter off unless --llmeval-ppl-model names another (then fluency is on too).
     fluency: bool = False
     ppl_model: str | None = None
+    judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
 
 
@@ -150,7 +151,7 @@ class EvalRun:
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
-    _ppl_loaded: LoadedModel | None = None  # --llmeval-ppl-model, loaded on first use
+    _other_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-ppl/judge-model
     _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
     _sandbox_unavailable: str | None = None
     notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
@@ -242,9 +243,9 @@ class EvalRun:
 
     def outputs_for(self, nodeid: str) -> RowOutputs:
         """The row's generated texts (or measurements), computing its whole chunk on first need."""
-        measured = SCORERS[self.rows[nodeid].case.evaluation_type].measure is not None
+        spec = SCORERS[self.rows[nodeid].case.evaluation_type]
         if self.options.predictions is not None:
-            if measured:
+            if spec.score is None:
                 raise RowSkipped(
                     f"{self.rows[nodeid].case.evaluation_type} rows measure the model itself, and "
                     "--llmeval-predictions loads none"
@@ -252,11 +253,18 @@ class EvalRun:
             return self._saved_output(nodeid)
         if nodeid not in self.outputs:
             chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
-            generated = [n for n in chunk if SCORERS[self.rows[n].case.evaluation_type].measure is None]
+            by_measure: dict[str | None, list[str]] = {}
+            for n in chunk:
+                by_measure.setdefault(SCORERS[self.rows[n].case.evaluation_type].measure, []).append(n)
+            generated = by_measure.get(None, []) + by_measure.get("judge", [])
             if generated:
                 self._generate(generated)
-            if len(generated) < len(chunk):
-                self._measure_perplexity([n for n in chunk if n not in generated])
+            if "judge" in by_measure:
+                self._judge(by_measure["judge"])
+            if "perplexity" in by_measure:
+                self._measure_perplexity(by_measure["perplexity"])
+            if "choices" in by_measure:
+                self._measure_choices(by_measure["choices"])
         return self.outputs[nodeid]
 
     def _generate(self, nodeids: list[str]) -> None:
@@ -306,21 +314,20 @@ class EvalRun:
 
     def _scoring_model(self) -> LoadedModel:
         """The fluency scoring model: --llmeval-ppl-model, else the evaluated model with the adapter off."""
-        if self.options.ppl_model is None:
+        return self._model_named(self.options.ppl_model)
+
+    def _model_named(self, name: str | None) -> LoadedModel:
+        """Another model (a scorer's or a judge's), loaded once; None: the evaluated model (adapter off)."""
+        if name is None:
             return self.loaded()
-        if self._ppl_loaded is None:
+        if name not in self._other_models:
             from pytest_llmeval import models
 
             spec = self.options.spec
-            self._ppl_loaded = models.load(
-                ModelSpec(
-                    base_model=self.options.ppl_model,
-                    device=spec.device,
-                    dtype=spec.dtype,
-                    threads=spec.threads,
-                )
+            self._other_models[name] = models.load(
+                ModelSpec(base_model=name, device=spec.device, dtype=spec.dtype, threads=spec.threads)
             )
-        return self._ppl_loaded
+        return self._other_models[name]
 
     def _measure_perplexity(self, nodeids: list[str]) -> None:
         """Perplexity rows: each text measured with the adapter off and on; rows of one window share calls."""
@@ -338,6 +345,102 @@ class EvalRun:
                 adapter = list(self._text_measurements(texts, max_length, stride, adapter=True))
             for n, b, a in zip(group, base, adapter, strict=True):
                 self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
+
+    def _judge(self, nodeids: list[str]) -> None:
+        """llm_judge rows: the judge grades base and adapter outputs, `runs` sampled runs each, batched."""
+        from pytest_llmeval.generation import Sampling, build_prompt, generate
+        from pytest_llmeval.scorers import llm_judge
+
+        judge = self._model_named(self.options.judge_model)
+        name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
+        requests: list[tuple[str, str, int]] = []  # (node id, side, run)
+        prompts: list[str] = []
+        seeds: list[int] = []
+        limits: list[int] = []
+        for n in nodeids:
+            case = self.rows[n].case
+            config = case.evaluation_config
+            out = self.outputs[n]
+            for side, text in (("base", out.base), ("adapter", out.adapter)):
+                if text is None:
+                    continue
+                request = llm_judge.judge_request(
+                    config["rubric"], case.instruction, case.input, case.expected_output, text, config
+                )
+                for run in range(int(llm_judge.option(config, "runs"))):
+                    requests.append((n, side, run))
+                    prompts.append(build_prompt(judge.tokenizer, request))
+                    seeds.append(int(llm_judge.option(config, "seed")) + run)
+                    limits.append(int(llm_judge.option(config, "judge_max_new_tokens")))
+        # One temperature per call: requests are grouped by theirs.
+        by_temperature: dict[float, list[int]] = {}
+        for i, (n, _, _) in enumerate(requests):
+            temperature = float(llm_judge.option(self.rows[n].case.evaluation_config, "temperature"))
+            by_temperature.setdefault(temperature, []).append(i)
+        texts: list[str] = [""] * len(requests)
+        for temperature, members in by_temperature.items():
+            with judge.adapter_enabled(False):
+                outputs = generate(
+                    judge.model,
+                    judge.tokenizer,
+                    [prompts[i] for i in members],
+                    max_new_tokens=[limits[i] for i in members],
+                    batch_size=self.options.batch_size,
+                    sampling=Sampling(temperature=temperature, seeds=[seeds[i] for i in members]),
+                )
+            for i, text in zip(members, outputs, strict=True):
+                texts[i] = text
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for (n, side, run), seed, text in zip(requests, seeds, texts, strict=True):
+            runs.setdefault((n, side), []).append({"run": run, "seed": seed, "output": text})
+        for n in nodeids:
+            base = {"judge": name, "runs": runs[(n, "base")]}
+            adapter = {"judge": name, "runs": runs[(n, "adapter")]} if (n, "adapter") in runs else None
+            self.outputs[n] = replace(self.outputs[n], base_measure=base, adapter_measure=adapter)
+
+    def _measure_choices(self, nodeids: list[str]) -> None:
+        """Multiple-choice rows: every choice's log-likelihood after the row's prompt, adapter off and on."""
+        from pytest_llmeval.generation import build_prompt
+        from pytest_llmeval.perplexity import continuation_nll
+        from pytest_llmeval.scorers.multiple_choice import expected_index
+
+        loaded = self.loaded()
+        tok = loaded.tokenizer
+        pairs: list[tuple[list[int], list[int]]] = []
+        starts: list[int] = []  # each row's first pair
+        for n in nodeids:
+            case = self.rows[n].case
+            # The prompt as generation sees it; a choice is what the assistant would answer.
+            context: list[int] = tok(
+                build_prompt(tok, case.instruction, case.input), add_special_tokens=False
+            )["input_ids"]
+            starts.append(len(pairs))
+            for choice in case.evaluation_config["choices"]:
+                pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))
+
+        def run(adapter: bool) -> list[dict[str, Any]]:
+            with loaded.adapter_enabled(adapter):
+                nll = continuation_nll(loaded.model, tok, pairs)
+            out = []
+            for n, start in zip(nodeids, starts, strict=True):
+                case = self.rows[n].case
+                choices = [
+                    {
+                        "text": text,
+                        "nll": nll[start + i],
+                        "n_tokens": len(pairs[start + i][1]),
+                        "n_chars": len(text),
+                    }
+                    for i, text in enumerate(case.evaluation_config["choices"])
+                ]
+                answer = expected_index(case.expected_output, case.evaluation_config)
+                out.append({"choices": choices, "expected_index": answer})
+            return out
+
+        base = run(False)
+        adapter: list[dict[str, Any] | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
+        for n, b, a in zip(nodeids, base, adapter, strict=True):
+            self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
 
     def _text_measurements(
         self, texts: list[str], max_length: int | None, stride: int | None, *, adapter: bool
@@ -419,6 +522,11 @@ class EvalRun:
             where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             error = f"{ref.benchmark}:{case.line}: scorer '{case.evaluation_type}' raised {where}"
             record["error"] = error
+            # What the model measured (the judge's raw outputs, say) stays in results.json: nothing is lost.
+            if out.base_measure is not None:
+                record["base"]["measurement"] = out.base_measure
+            if out.adapter_measure is not None:
+                record["adapter"]["measurement"] = out.adapter_measure
             return RowResult(record=record, score=None, error=error)
         record["base"]["score"] = base_score.to_json()
         if adapter_score is not None:
@@ -456,8 +564,8 @@ class EvalRun:
         """Base and adapter scores of a row: from its texts, or from its measurements."""
         scorer = SCORERS[case.evaluation_type]
         config = case.evaluation_config
-        if scorer.score_measurement is not None:
-            assert out.base_measure is not None
+        if out.base_measure is not None:
+            assert scorer.score_measurement is not None
             base = scorer.score_measurement(out.base_measure, config)
             adapter = (
                 None if out.adapter_measure is None else scorer.score_measurement(out.adapter_measure, config)

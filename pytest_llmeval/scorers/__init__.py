@@ -5,7 +5,7 @@ No pytest and no torch here: scorers are plain functions, tested with plain unit
 
 from __future__ import annotations
 
-from pytest_llmeval.scorers import code_execution, exact_match, perplexity
+from pytest_llmeval.scorers import code_execution, exact_match, llm_judge, multiple_choice, perplexity
 from pytest_llmeval.scorers.base import Score, ScorerSpec
 
 __all__ = ["SCORERS", "Score", "ScorerSpec"]
@@ -17,6 +17,20 @@ SCORERS: dict[str, ScorerSpec] = {
         score=code_execution.score,
         uses=frozenset({"sandbox"}),
         field_rule=code_execution.field_rule,
+    ),
+    "llm_judge": ScorerSpec(
+        validate=llm_judge.validate_config,
+        measure="judge",  # generated, then graded by the judge model
+        score_measurement=llm_judge.score_measurement,
+        field_rule=lambda config: (frozenset({"input", "expected_output"}), frozenset()),
+    ),
+    "multiple_choice": ScorerSpec(
+        validate=multiple_choice.validate_config,
+        score=multiple_choice.score,  # saved predictions only: with a model, choices are measured
+        measure="choices",
+        score_measurement=multiple_choice.score_measurement,
+        field_rule=multiple_choice.field_rule,
+        validate_row=multiple_choice.validate_row,
     ),
     "perplexity": ScorerSpec(
         validate=perplexity.validate_config,

@@ -39,9 +39,13 @@ class ScorerSpec:
     # What the runner must hand `score` as keyword arguments, built once per process: "sandbox" (the
     # sandbox.Sandbox that runs model-written code).
     uses: frozenset[str] = frozenset()
-    measure: str | None = None  # "perplexity"
+    # "perplexity", "choices": measured instead of generated; "judge": generated, then graded by a model.
+    measure: str | None = None
     # (measurement, evaluation_config) -> Score; the measurement is a JSON-able dict.
     score_measurement: Callable[[Mapping[str, Any], Mapping[str, Any]], Score] | None = None
     # (evaluation_config) -> (text fields that may be empty, fields that must not be), when the type needs
     # other fields than the default (only `input` may be empty).
     field_rule: Callable[[Mapping[str, Any]], tuple[frozenset[str], frozenset[str]]] | None = None
+    # (evaluation_config, the row's JSON object) -> None, raising ValueError: checks that need both, such
+    # as an expected answer that must be one of the choices (run at collection, after `validate`).
+    validate_row: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
