@@ -10,6 +10,7 @@ import fnmatch
 import json
 import os
 import shutil
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
     )
     group.addoption(
+        "--llmeval-composite-weights",
+        default=None,
+        metavar="TYPE=W,...",
+        help="weights of the composite score (default 'multiple_choice=0.4,bertscore=0.3,rouge=0.2,"
+        "perplexity=0.1'; also [tool.llmeval] composite_weights in pyproject.toml)",
+    )
+    group.addoption(
         "--llmeval-judge-model",
         default=None,
         metavar="NAME_OR_PATH",
@@ -206,6 +214,52 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=["*.jsonl"],
         help="glob patterns of benchmark files to collect (default: *.jsonl)",
     )
+
+
+def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
+    """--llmeval-composite-weights, else pyproject.toml's [tool.llmeval] composite_weights, else None."""
+    raw = config.option.llmeval_composite_weights
+    source = "--llmeval-composite-weights"
+    weights: dict[str, Any] = {}
+    if raw is not None:
+        for part in raw.split(","):
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise pytest.UsageError(f"{source}: expected TYPE=WEIGHT, got {part!r}")
+            weights[name.strip()] = value.strip()
+    else:
+        pyproject = config.rootpath / "pyproject.toml"
+        if not pyproject.is_file():
+            return None
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        try:
+            table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("llmeval", {})
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"{pyproject}: cannot read [tool.llmeval]: {exc}") from None
+        if "composite_weights" not in table:
+            return None
+        source = f"{pyproject} [tool.llmeval] composite_weights"
+        if not isinstance(table["composite_weights"], dict):
+            raise pytest.UsageError(f"{source} must be a table of evaluation type = weight")
+        weights = dict(table["composite_weights"])
+    out: dict[str, float] = {}
+    for name, value in weights.items():
+        if name not in SCORERS:
+            raise pytest.UsageError(
+                f"{source}: unknown evaluation type {name!r} (known: {', '.join(SCORERS)})"
+            )
+        try:
+            out[name] = float(value)
+        except (TypeError, ValueError):
+            raise pytest.UsageError(f"{source}: weight of {name} must be a number, got {value!r}") from None
+        if not out[name] >= 0:
+            raise pytest.UsageError(f"{source}: weight of {name} must be >= 0, got {value!r}")
+    if not any(out.values()):
+        raise pytest.UsageError(f"{source}: at least one weight must be above 0")
+    return out
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -267,6 +321,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ppl_model=opt.llmeval_ppl_model,
         sandbox_mode=opt.llmeval_sandbox,
         judge_model=opt.llmeval_judge_model,
+        composite_weights=_composite_weights(config),
     )
     run = EvalRun(options=options, previous=_previous_results(config))
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
@@ -437,6 +492,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         gates=run.gate_records.values(),
         previous=run.previous,
         alpha=run.options.gate_options.alpha,
+        composite_weights=run.options.composite_weights,
         meta=meta,
         rootdir=config.rootpath,
         complete=not reasons,

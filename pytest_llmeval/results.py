@@ -155,6 +155,56 @@ def _exp(x: float) -> float:
         return math.inf
 
 
+# The QA fine-tuning document's revised weights: MCQ accuracy, BERTScore F1, ROUGE-L F1, perplexity score.
+DEFAULT_COMPOSITE_WEIGHTS: dict[str, float] = {
+    "multiple_choice": 0.40,
+    "bertscore": 0.30,
+    "rouge": 0.20,
+    "perplexity": 0.10,
+}
+
+
+def composite_score(metrics: Mapping[str, float | None], weights: Mapping[str, float]) -> dict[str, Any]:
+    """Weighted composite (0-100) of metric scores (0-100), renormalised over the metrics present."""
+    present = {m: w for m, w in weights.items() if w > 0 and metrics.get(m) is not None}
+    total = sum(present.values())
+    value = None if not total else math.fsum(w * float(metrics[m] or 0.0) for m, w in present.items()) / total
+    return {
+        "value": value,
+        "metrics": {m: metrics.get(m) for m in weights},
+        "weights": dict(weights),
+        "missing": [m for m, w in weights.items() if w > 0 and metrics.get(m) is None],
+    }
+
+
+def composite_summary(
+    records: Sequence[Mapping[str, Any]], weights: Mapping[str, float]
+) -> dict[str, Any] | None:
+    """Base and adapter composites of these rows; None when no weighted metric has rows.
+
+    Each metric is its rows' mean score x 100; `perplexity` is the perplexity score of the token-weighted
+    perplexity of the perplexity rows, else of the outputs --llmeval-fluency measured.
+    """
+    out: dict[str, Any] = {}
+    ppl = perplexity_summary(records)
+    fluency = fluency_summary(records)
+    for who in ("base", "adapter"):
+        metrics: dict[str, float | None] = {}
+        for metric in weights:
+            if metric == "perplexity":
+                corpus = (ppl or {}).get(who) or (fluency or {}).get(who)
+                metrics[metric] = None if not corpus else perplexity_score(corpus["perplexity"])
+                continue
+            values = [
+                v for r in records if r["evaluation_type"] == metric and (v := score_of(r, who)) is not None
+            ]
+            metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
+        out[who] = composite_score(metrics, weights)
+    if all(out[w]["value"] is None for w in out):
+        return None
+    return out
+
+
 def evaluated_score(record: Mapping[str, Any]) -> float | None:
     """The evaluated model's score: the adapter's when there is one, else the base's."""
     return score_of(record, "adapter") if record.get("adapter") is not None else score_of(record, "base")
@@ -226,11 +276,13 @@ def build_results(
     gates: Iterable[Mapping[str, Any]] = (),
     previous: Mapping[str, Any] | None = None,
     alpha: float = 0.05,
+    composite_weights: Mapping[str, float] | None = None,
     complete: bool,
     incomplete_reason: str | None = None,
     timestamp: datetime | None = None,
 ) -> dict[str, Any]:
     """The results.json document: run metadata, then one entry per benchmark file with its rows."""
+    weights = DEFAULT_COMPOSITE_WEIGHTS if composite_weights is None else composite_weights
     by_benchmark: dict[str, list[Mapping[str, Any]]] = {}
     ordered = sorted(records, key=lambda r: r["nodeid"])
     for record in ordered:
@@ -275,6 +327,9 @@ def build_results(
         fluency = fluency_summary(rows)
         if fluency is not None:
             entry["fluency"] = fluency
+        composite = composite_summary(rows, weights)
+        if composite is not None:
+            entry["composite"] = composite
         if previous is not None and sha256 is not None:
             prev_cmp, comparable, reason, version = compare_with_previous(name, sha256, rows, previous, alpha)
             entry["comparison_with_previous"] = {
@@ -316,6 +371,8 @@ def build_results(
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
         "sandbox": sandbox_isolation(ordered),
+        # Over every row of the run: the QA document scores one model with several metrics at once.
+        "composite": composite_summary(ordered, weights),
         "out_of_domain": out_of_domain,
         "benchmarks": benchmarks,
     }
@@ -396,6 +453,18 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")
+    composite = document.get("composite")
+    if composite:
+        parts = [
+            f"{who} {composite[who]['value']:.2f}"
+            for who in ("base", "adapter")
+            if composite[who]["value"] is not None
+        ]
+        missing = composite["base"]["missing"]
+        lines.append(
+            f"composite score: {', '.join(parts)}"
+            + (f" (no rows for: {', '.join(missing)})" if missing else "")
+        )
     if not document["complete"]:
         lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
     return lines

@@ -66,6 +66,7 @@ class RunOptions:
     fluency: bool = False
     ppl_model: str | None = None
     judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
+    composite_weights: dict[str, float] | None = None  # None: results.DEFAULT_COMPOSITE_WEIGHTS
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
 
 

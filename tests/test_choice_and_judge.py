@@ -255,3 +255,38 @@ def test_real_model_multiple_choice_and_judge(tmp_path: Path) -> None:
         assert 0.0 <= greet["adapter"]["score"]["value"] <= 1.0
     else:
         assert "the judge gave no score" in greet["error"]
+
+
+def test_composite_weights_from_pyproject_and_the_option(pytester: pytest.Pytester) -> None:
+    rows = [
+        row(
+            f"q{i}",
+            instruction="Pick.",
+            expected="green",
+            evaluation_type="multiple_choice",
+            evaluation_config=COLOURS,
+        )
+        for i in range(4)
+    ]
+    preds = [{"id": f"q{i}", "prediction": p} for i, p in enumerate(["green", "B", "red", "Z"])]
+    pytester.makefile(".jsonl", mc=jsonl(rows), preds=jsonl(preds))
+    pytester.makefile(
+        ".toml", pyproject="[tool.llmeval]\ncomposite_weights = {multiple_choice = 1.0, perplexity = 0.0}\n"
+    )
+    args = ["--llmeval-predictions=preds.jsonl", "mc.jsonl", "-m", "not gate", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(["composite score: base 50.00"])
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["composite"]["base"]["value"] == 50.0 and doc["composite"]["base"]["weights"]["perplexity"] == 0.0
+    assert doc["benchmarks"][0]["composite"]["base"]["metrics"]["multiple_choice"] == 50.0
+    # The option overrides pyproject.toml; bad values are usage errors naming their source.
+    result = pytester.runpytest(*args, "--llmeval-composite-weights=multiple_choice=2,perplexity=1")
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["composite"]["base"]["missing"] == ["perplexity"] and doc["composite"]["base"]["value"] == 50.0
+    bad = pytester.runpytest(*args, "--llmeval-composite-weights=mcq=1")
+    bad.stderr.fnmatch_lines(["*--llmeval-composite-weights: unknown evaluation type 'mcq'*"])
+    pytester.makefile(".toml", pyproject="[tool.llmeval]\ncomposite_weights = {multiple_choice = -1}\n")
+    bad = pytester.runpytest(*args)
+    bad.stderr.fnmatch_lines(
+        ["*pyproject.toml [[]tool.llmeval[]] composite_weights: weight of multiple_choice must be >= 0*"]
+    )
