@@ -32,7 +32,10 @@ from pytest_llmeval.stats import compare_paired
         ({"threshold": 10, "max_length": 1}, "integer >= 2"),
         ({"threshold": 10, "stride": 0}, "integer >= 1"),
         ({"threshold": 10, "max_length": 8, "stride": 9}, "must not exceed"),
-        ({"threshold": 10, "extract_pattern": "x"}, "unknown key(s) extract_pattern"),
+        (
+            {"threshold": 10, "extract_pattern": "x"},
+            "unknown key .extract_pattern. in evaluation_config for perplexity",
+        ),
     ],
 )
 def test_invalid_configs(config: dict[str, Any], message: str) -> None:

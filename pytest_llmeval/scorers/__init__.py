@@ -5,13 +5,36 @@ No pytest and no torch here: scorers are plain functions, tested with plain unit
 
 from __future__ import annotations
 
-from pytest_llmeval.scorers import code_execution, exact_match, llm_judge, multiple_choice, perplexity
+from pytest_llmeval.scorers import (
+    bleu,
+    code_execution,
+    custom,
+    exact_match,
+    fuzzy,
+    llm_judge,
+    multiple_choice,
+    perplexity,
+    rouge,
+    semantic,
+)
 from pytest_llmeval.scorers.base import Score, ScorerSpec
 
 __all__ = ["SCORERS", "Score", "ScorerSpec"]
 
 SCORERS: dict[str, ScorerSpec] = {
     "exact_match": ScorerSpec(validate=exact_match.validate_config, score=exact_match.score),
+    "rouge": ScorerSpec(validate=rouge.validate_config, score=rouge.score),
+    "bleu": ScorerSpec(validate=bleu.validate_bleu, score=bleu.score_bleu),
+    "chrf": ScorerSpec(validate=bleu.validate_chrf, score=bleu.score_chrf),
+    "fuzzy": ScorerSpec(validate=fuzzy.validate_config, score=fuzzy.score),
+    "semantic": ScorerSpec(
+        validate=semantic.validate_semantic, score=semantic.score_semantic, uses=frozenset({"embedder"})
+    ),
+    "bertscore": ScorerSpec(
+        validate=semantic.validate_bertscore, score=semantic.score_bertscore, uses=frozenset({"embedder"})
+    ),
+    # The row's own function, imported from its script at collection (custom.load_for_config).
+    "custom": ScorerSpec(validate=custom.validate_config, score=custom.score, uses=frozenset({"function"})),
     "code_execution": ScorerSpec(
         validate=code_execution.validate_config,
         score=code_execution.score,

@@ -36,8 +36,9 @@ class ScorerSpec:
     validate: Callable[[Mapping[str, Any]], None]
     # (prediction, expected, evaluation_config, **resources) -> Score
     score: Callable[..., Score] | None = None
-    # What the runner must hand `score` as keyword arguments, built once per process: "sandbox" (the
-    # sandbox.Sandbox that runs model-written code).
+    # What the runner must hand `score` as keyword arguments: "sandbox" (the sandbox.Sandbox that runs
+    # model-written code, one per process), "embedder" (embeddings.Embedder, the sentence-embedding model,
+    # one per process), "function" (a custom row's function, from its script).
     uses: frozenset[str] = frozenset()
     # "perplexity", "choices": measured instead of generated; "judge": generated, then graded by a model.
     measure: str | None = None

@@ -10,7 +10,6 @@ fraction of cases that passed (partial credit); `pass_at_1` in the details is 1.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,8 @@ from typing import Any
 
 from pytest_llmeval.sandbox import Limits, RunResult, Sandbox, SandboxError
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import check_keys as _check_keys
+from pytest_llmeval.scorers.config import describe as _describe
 
 __all__ = ["VERDICTS", "extract_code", "field_rule", "score", "validate_config", "verdict"]
 
@@ -276,24 +277,3 @@ def _parse_cases(raw: Any) -> tuple[_Case, ...]:
                 raise ValueError(f"{where}.{key} must be a string, not {_describe(case[key])}")
         cases.append(_Case(input=case["input"], expected_output=case["expected_output"]))
     return tuple(cases)
-
-
-def _check_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str) -> None:
-    for key in mapping:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise ValueError(f"unknown key {_quote(str(key))} in {where}; {hint}known: {', '.join(known)}")
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("\r", "\\r").replace("\n", "\\n") + "'"
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, str):
-        return f"{_quote(value)} (str)"
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"

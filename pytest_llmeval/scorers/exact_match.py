@@ -14,6 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import describe as _describe
+from pytest_llmeval.scorers.config import quote as _quote
 
 __all__ = ["extract", "normalize", "score", "validate_config"]
 
@@ -214,14 +216,3 @@ def _parse(config: Mapping[str, Any]) -> _Options:
         percent=config.get("percent", False),
         threshold=float(threshold),
     )
-
-
-def _quote(text: str) -> str:
-    # Quote as written ('(\d+', not repr's '(\\d+') but keep the message on one line.
-    return "'" + text.replace("\r", "\\r").replace("\n", "\\n") + "'"
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, str):
-        return f"{_quote(value)} (str)"
-    return f"{value!r} ({type(value).__name__})"

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import check_keys
 
 DEFAULT_PATTERN = r"(?i)score\s*[:=]\s*(\d+(?:\.\d+)?)"
 DEFAULTS: dict[str, Any] = {
@@ -41,11 +42,7 @@ def option(config: Mapping[str, Any], key: str) -> Any:
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise ValueError with a one-line reason when the config is invalid."""
-    unknown = sorted(set(config) - set(KNOWN_KEYS))
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} for llm_judge (known: {', '.join(KNOWN_KEYS)})"
-        )
+    check_keys(config, KNOWN_KEYS, "evaluation_config for llm_judge")
     rubric = config.get("rubric")
     if not isinstance(rubric, str) or not rubric.strip():
         raise ValueError("llm_judge needs 'rubric': the grading instructions for the judge")

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import check_keys
 
 KNOWN_KEYS = ("choices", "answer_index", "normalize")
 NORMALIZE = ("sum", "token", "char")
@@ -29,11 +30,7 @@ _LETTER = re.compile(r"\(?([A-Za-z])[).:]?")
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise ValueError with a one-line reason when the config is invalid."""
-    unknown = sorted(set(config) - set(KNOWN_KEYS))
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} for multiple_choice (known: {', '.join(KNOWN_KEYS)})"
-        )
+    check_keys(config, KNOWN_KEYS, "evaluation_config for multiple_choice")
     choices = config.get("choices")
     if not isinstance(choices, list) or len(choices) < 2:
         raise ValueError("multiple_choice needs 'choices': a list of two or more strings")

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import check_keys
 
 TEXT_FIELDS = {"input": "input", "reference": "expected_output"}
 KNOWN_KEYS = ("threshold", "on", "max_length", "stride")
@@ -25,11 +26,7 @@ KNOWN_KEYS = ("threshold", "on", "max_length", "stride")
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise ValueError with a one-line reason when the config is invalid."""
-    unknown = sorted(set(config) - set(KNOWN_KEYS))
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} for perplexity (known: {', '.join(KNOWN_KEYS)})"
-        )
+    check_keys(config, KNOWN_KEYS, "evaluation_config for perplexity")
     threshold = config.get("threshold")
     if threshold is None:
         raise ValueError("perplexity needs 'threshold': the highest acceptable perplexity")

@@ -1,0 +1,49 @@
+"""Checks every scorer's evaluation_config shares: unknown keys, the threshold, max_new_tokens, and how
+values are shown in the one-line messages the collector prefixes with `file:line:`."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def check_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str) -> None:
+    """Raise ValueError naming the first unknown key (with the closest known one as a hint)."""
+    for key in mapping:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ValueError(f"unknown key {quote(str(key))} in {where}; {hint}known: {', '.join(known)}")
+
+
+def threshold(config: Mapping[str, Any], default: float) -> float:
+    """The row's threshold in [0, 1] (default if absent); also checks max_new_tokens when present."""
+    if "max_new_tokens" in config:
+        tokens = config["max_new_tokens"]
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            raise ValueError(f"max_new_tokens must be a positive integer, not {describe(tokens)}")
+    value = config.get("threshold", default)
+    # bool is an int subclass: `threshold: true` is a typo, not 1.0.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"threshold must be a number in [0, 1], not {describe(value)}")
+    if not 0.0 <= value <= 1.0:  # also false for nan
+        raise ValueError(f"threshold must be a number in [0, 1], not {value!r}")
+    return float(value)
+
+
+def quote(text: str) -> str:
+    """Quote as written ('(\\d+', not repr's '(\\\\d+') but keep the message on one line."""
+    return "'" + text.replace("\r", "\\r").replace("\n", "\\n") + "'"
+
+
+def describe(value: Any) -> str:
+    """A value and its type for a message, e.g. `'x' (str)`, `1.5 (float)`; long values are cut."""
+    if isinstance(value, str):
+        return f"{quote(value)} (str)"
+    if value is None:
+        return "null"  # what the user wrote in their JSON
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
