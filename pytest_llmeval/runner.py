@@ -153,6 +153,8 @@ class EvalRun:
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
     _other_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-ppl/judge-model
+    _embedder: Any = None  # embeddings.Embedder, loaded on the first semantic or bertscore row
+    _embedder_error: str | None = None
     _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
     _sandbox_unavailable: str | None = None
     notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
@@ -247,10 +249,9 @@ class EvalRun:
         spec = SCORERS[self.rows[nodeid].case.evaluation_type]
         if self.options.predictions is not None:
             if spec.score is None:
-                raise RowSkipped(
-                    f"{self.rows[nodeid].case.evaluation_type} rows measure the model itself, and "
-                    "--llmeval-predictions loads none"
-                )
+                why = "are graded by a judge model" if spec.measure == "judge" else "measure the model itself"
+                kind = self.rows[nodeid].case.evaluation_type
+                raise RowSkipped(f"{kind} rows {why}, and --llmeval-predictions loads none")
             return self._saved_output(nodeid)
         if nodeid not in self.outputs:
             chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
@@ -260,6 +261,7 @@ class EvalRun:
             generated = by_measure.get(None, []) + by_measure.get("judge", [])
             if generated:
                 self._generate(generated)
+                self._warm_embeddings(generated)
             if "judge" in by_measure:
                 self._judge(by_measure["judge"])
             if "perplexity" in by_measure:
@@ -326,7 +328,13 @@ class EvalRun:
 
             spec = self.options.spec
             self._other_models[name] = models.load(
-                ModelSpec(base_model=name, device=spec.device, dtype=spec.dtype, threads=spec.threads)
+                ModelSpec(
+                    base_model=name,
+                    device=spec.device,
+                    dtype=spec.dtype,
+                    threads=spec.threads,
+                    worker=spec.worker,
+                )
             )
         return self._other_models[name]
 
@@ -488,6 +496,7 @@ class EvalRun:
             skipped = isinstance(exc, RowSkipped)
             failed: dict[str, Any] = {"nodeid": nodeid, "benchmark": ref.benchmark, "id": case.id}
             failed.update(line=case.line, difficulty=case.difficulty, evaluation_type=case.evaluation_type)
+            failed.update(evaluation_config=dict(case.evaluation_config))
             failed.update(tags=list(case.tags), expected_output=case.expected_output, base=None, adapter=None)
             failed.update(passed=False, error=None if skipped else reason)
             if skipped:
@@ -501,6 +510,7 @@ class EvalRun:
             "line": case.line,
             "difficulty": case.difficulty,
             "evaluation_type": case.evaluation_type,
+            "evaluation_config": dict(case.evaluation_config),
             "tags": list(case.tags),
             "expected_output": case.expected_output,
             "base": {"output": out.base, "score": None},
@@ -513,10 +523,13 @@ class EvalRun:
         if out.fluency is not None:
             record["fluency"] = out.fluency
         try:
-            resources = {name: self._resource(name) for name in SCORERS[case.evaluation_type].uses}
+            resources = {name: self._resource(name, ref) for name in SCORERS[case.evaluation_type].uses}
         except RowSkipped as exc:
             record["skipped"] = str(exc)
             return RowResult(record=record, score=None, skipped=str(exc))
+        except RowError as exc:
+            record["error"] = f"{ref.benchmark}:{case.line}: {exc}"
+            return RowResult(record=record, score=None, error=record["error"])
         try:
             base_score, adapter_score = self._scores(case, out, resources)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
@@ -536,8 +549,17 @@ class EvalRun:
         record["passed"] = primary.passed
         return RowResult(record=record, score=primary)
 
-    def _resource(self, name: str) -> Any:
-        """What a scorer needs beside the texts (ScorerSpec.uses), built once per process."""
+    def _resource(self, name: str, ref: RowRef) -> Any:
+        """What a scorer needs beside the texts (ScorerSpec.uses), built once per process or per script."""
+        if name == "function":
+            from pytest_llmeval.scorers import custom
+
+            # Imported at collection already (errors are collection errors); cached per path and mtime.
+            return custom.load_for_config(
+                ref.case.evaluation_config, self.benchmarks[ref.benchmark].path.parent
+            )
+        if name == "embedder":
+            return self._embedding_model()
         if name != "sandbox":
             raise ValueError(f"unknown scorer resource {name!r}")
         if self._sandbox_unavailable is not None:
@@ -559,6 +581,42 @@ class EvalRun:
                 )
             self._sandbox = Sandbox(isolation)
         return self._sandbox
+
+    def _embedding_model(self) -> Any:
+        """The sentence-embedding model (semantic, bertscore), loaded once; a missing one fails those rows."""
+        if self._embedder_error is not None:
+            raise RowError(self._embedder_error)
+        if self._embedder is None:
+            from pytest_llmeval.embeddings import Embedder, EmbeddingModelError
+
+            try:
+                from pytest_llmeval.models import resolve_device
+
+                spec = self.options.spec
+                self._embedder = Embedder.load(device=resolve_device(spec.device, worker=spec.worker))
+            except EmbeddingModelError as exc:
+                # Fail these rows (CI must not pass without evaluating them), but keep the others going.
+                self._embedder_error = str(exc)
+                raise RowError(self._embedder_error) from None
+        return self._embedder
+
+    def _warm_embeddings(self, nodeids: list[str]) -> None:
+        """Embed a generated chunk's outputs and references in batches, so rows score from the cache."""
+        wanted: dict[str, set[str]] = {"semantic": set(), "bertscore": set()}
+        for n in nodeids:
+            kind = self.rows[n].case.evaluation_type
+            if kind in wanted:
+                out = self.outputs[n]
+                texts = [self.rows[n].case.expected_output, out.base, out.adapter]
+                wanted[kind].update(t for t in texts if t and t.strip())
+        if not (wanted["semantic"] or wanted["bertscore"]):
+            return
+        try:
+            embedder = self._embedding_model()
+        except RowError:
+            return  # each row reports it
+        embedder.warm(sorted(wanted["semantic"]))
+        embedder.warm(sorted(wanted["bertscore"]), sentence=False, tokens=True)
 
     @staticmethod
     def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> tuple[Score, Score | None]:

