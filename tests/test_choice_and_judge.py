@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import torch
 from helpers import jsonl, row
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_llmeval.generation import Sampling, build_prompt, generate
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
@@ -292,3 +294,38 @@ def test_composite_weights_from_pyproject_and_the_option(pytester: pytest.Pytest
     bad.stderr.fnmatch_lines(
         ["*pyproject.toml [[]tool.llmeval[]] composite_weights: weight of multiple_choice must be >= 0*"]
     )
+
+
+# --- properties -----------------------------------------------------------------------------------------
+
+
+@given(
+    nll=st.lists(st.floats(0.0, 50.0), min_size=2, max_size=6),
+    data=st.data(),
+)
+def test_the_pick_is_the_most_likely_choice(nll: list[float], data: st.DataObject) -> None:
+    choices = [f"choice {i}" for i in range(len(nll))]
+    expected = data.draw(st.integers(0, len(nll) - 1))
+    measured = {
+        "expected_index": expected,
+        "choices": [
+            {"text": c, "nll": v, "n_tokens": 2, "n_chars": len(c)} for c, v in zip(choices, nll, strict=True)
+        ],
+    }
+    score = multiple_choice.score_measurement(measured, {"choices": choices})
+    best = min(range(len(nll)), key=lambda i: (nll[i], i))
+    assert score.details["predicted_index"] == best and score.value == float(best == expected)
+    # Same token counts for every choice: per-token normalisation cannot change the pick.
+    assert (
+        multiple_choice.score_measurement(measured, {"choices": choices, "normalize": "token"}).value
+        == score.value
+    )
+
+
+@given(scores=st.lists(st.integers(0, 10), min_size=1, max_size=5), noise=st.text("abxyz .!\n", max_size=20))
+def test_judge_score_is_the_mean_over_max(scores: list[int], noise: str) -> None:
+    config = {"rubric": "r", "max_score": 10}
+    runs = [{"run": i, "seed": i, "output": f"{noise}\nScore: {s}"} for i, s in enumerate(scores)]
+    result = llm_judge.score_measurement({"judge": "j", "runs": runs}, config)
+    assert 0.0 <= result.value <= 1.0
+    assert result.value == pytest.approx(sum(scores) / len(scores) / 10)
