@@ -27,6 +27,12 @@ $(STAMP):
 	  $$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
 	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }; } || \
 	  echo "warning: bubblewrap could not be installed: code_execution rows get basic isolation"
+	# Headless Chromium renders the HTML report in its test (skipped, saying so, where it is missing).
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; }; } || \
+	  echo "warning: chromium could not be installed: the HTML report's browser test will be skipped"
 	rm -f $(VENV)/.installed-*
 	touch $@
 

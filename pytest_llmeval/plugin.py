@@ -192,6 +192,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
     )
     group.addoption(
+        "--llmeval-html",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write a self-contained HTML report (charts, gates, every row with both outputs) to PATH",
+    )
+    group.addoption(
         "--llmeval-composite-weights",
         default=None,
         metavar="TYPE=W,...",
@@ -520,7 +527,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     if run.expected_rows is not None and len(records) < run.expected_rows:
         reasons.append(f"{len(records)} of {run.expected_rows} rows finished")
     meta = run.meta() if run.worker_meta is None else run.worker_meta
-    from pytest_llmeval.results import build_results, write_atomic
+    from pytest_llmeval.results import build_results, write_atomic, write_text_atomic
 
     document = build_results(
         records.values(),
@@ -544,6 +551,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     path = config.invocation_params.dir / config.option.llmeval_results
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
+    from pytest_llmeval.report import html_report, spot_check_markdown
+
+    # The LocoLLM spot check: five rows side by side, beside results.json.
+    write_text_atomic(path.parent / "spot_check.md", spot_check_markdown(document))
+    if config.option.llmeval_html is not None:
+        write_text_atomic(config.invocation_params.dir / config.option.llmeval_html, html_report(document))
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         from pytest_llmeval.ci import step_summary

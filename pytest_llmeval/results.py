@@ -432,13 +432,17 @@ def _row(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
-    """Write JSON to a temp file beside `path`, then os.replace: readers never see half a file."""
+    """Write JSON atomically (write_text_atomic)."""
+    write_text_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temp file beside `path`, then os.replace: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

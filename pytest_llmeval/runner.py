@@ -496,7 +496,9 @@ class EvalRun:
             skipped = isinstance(exc, RowSkipped)
             failed: dict[str, Any] = {"nodeid": nodeid, "benchmark": ref.benchmark, "id": case.id}
             failed.update(line=case.line, difficulty=case.difficulty, evaluation_type=case.evaluation_type)
-            failed.update(evaluation_config=dict(case.evaluation_config))
+            failed.update(
+                evaluation_config=dict(case.evaluation_config), instruction=case.instruction, input=case.input
+            )
             failed.update(tags=list(case.tags), expected_output=case.expected_output, base=None, adapter=None)
             failed.update(passed=False, error=None if skipped else reason)
             if skipped:
@@ -511,6 +513,8 @@ class EvalRun:
             "difficulty": case.difficulty,
             "evaluation_type": case.evaluation_type,
             "evaluation_config": dict(case.evaluation_config),
+            "instruction": case.instruction,
+            "input": case.input,
             "tags": list(case.tags),
             "expected_output": case.expected_output,
             "base": {"output": out.base, "score": None},

@@ -135,3 +135,23 @@ def test_progress_lines_in_long_runs(
 )
 def test_xdist_worker_i_uses_gpu_i_mod_n(worker: int | None, gpus: int, expected: int | None) -> None:
     assert gpu_for_worker(worker, gpus) == expected
+
+
+def test_spot_check_and_html_report_are_written(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", instruction=f"Say word {i}.") for i in range(6)]))
+    args = [
+        f"--base-model={tiny_model}",
+        f"--adapter={tiny_adapter}",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not gate",
+    ]
+    pytester.runpytest(*args, "--llmeval-html=out/report.html")
+    spot = (pytester.path / "spot_check.md").read_text()
+    assert spot.startswith("# Spot check: tiny-adapter 0.0.1") and spot.count("\n## ") == 5
+    assert "Say word" in spot  # the prompt is in results.json's rows, so the report can show it
+    html = (pytester.path / "out" / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "bench.jsonl" in html

@@ -1,0 +1,1134 @@
+"""Reports for people: the spot check (Markdown) and a self-contained HTML page, made from results.json.
+
+Pure: each takes the results.json document and returns text. No pytest, no torch; the HTML needs no
+network when viewed (inline CSS and SVG, a few lines of inline JS that the page does not depend on).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_llmeval.benchmark import DIFFICULTIES, file_hash, jsonl_objects
+
+# Scores that agree to within this are equal: means of floats are not exact (see stats._NOISE).
+_EPS = 1e-9
+# Characters of a model output the spot check shows in full; longer ones are cut, with a marker saying so.
+_MD_MAX = 1200
+# Outputs this short and on one line go into the side-by-side table; longer ones get two blocks below it.
+_MD_INLINE = 100
+# Characters of an output the HTML row table shows: a 10k-row run with long outputs must stay viewable.
+_HTML_MAX = 2000
+
+# Okabe-Ito colours (distinguishable with the common colour-vision deficiencies); the base's bars are
+# hatched as well, and every gate status carries a word and a symbol, so nothing relies on colour alone.
+_BASE_COLOUR = "#E69F00"
+_ADAPTER_COLOUR = "#0072B2"
+_WORSE_COLOUR = "#D55E00"
+_SAME_COLOUR = "#8c8c8c"
+_STATUS_MARK = {"pass": "✔ PASS", "warn": "! WARN", "fail": "✘ FAIL", "skip": "– SKIP"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rows: scores, what changed, and the spot check's selection
+
+
+@dataclass(frozen=True)
+class _Row:
+    benchmark: str
+    record: Mapping[str, Any]
+
+    @property
+    def nodeid(self) -> str:
+        return str(self.record.get("nodeid") or f"{self.benchmark}::{self.record.get('id')}")
+
+    def score(self, who: str) -> Mapping[str, Any] | None:
+        side = self.record.get(who)
+        score: Mapping[str, Any] | None = side.get("score") if side else None
+        return score
+
+    def value(self, who: str) -> float | None:
+        score = self.score(who)
+        return None if score is None else float(score["value"])
+
+    def passed(self, who: str) -> bool | None:
+        score = self.score(who)
+        if score is None:
+            return None
+        return bool(score.get("passed", float(score["value"]) >= float(score.get("threshold", 1.0))))
+
+    @property
+    def has_adapter(self) -> bool:
+        return self.record.get("adapter") is not None
+
+    @property
+    def delta(self) -> float | None:
+        """Adapter score - base score; None unless both were scored."""
+        a, b = self.value("adapter"), self.value("base")
+        return None if a is None or b is None else a - b
+
+    @property
+    def measure_delta(self) -> float:
+        """Perplexity rows: the adapter's rise in cross-entropy (nats per token); 0 for other rows."""
+        a, b = self.score("adapter"), self.score("base")
+        if a is None or b is None or "cross_entropy" not in a or "cross_entropy" not in b:
+            return 0.0
+        return float(a["cross_entropy"]) - float(b["cross_entropy"])
+
+    @property
+    def change(self) -> str:
+        """regression (pass -> fail), worse, fixed (fail -> pass), better, same, base_only, error, skipped."""
+        if self.record.get("skipped"):
+            return "skipped"
+        if self.record.get("error") or self.value("base") is None:
+            return "error"
+        if not self.has_adapter:
+            return "base_only"
+        delta = self.delta
+        if delta is None:
+            return "error"
+        base, adapter = self.passed("base"), self.passed("adapter")
+        if base and not adapter:
+            return "regression"
+        if adapter and not base:
+            return "fixed"
+        if delta < -_EPS:
+            return "worse"
+        if delta > _EPS:
+            return "better"
+        return "same"
+
+
+def _rows(document: Mapping[str, Any]) -> list[_Row]:
+    return [
+        _Row(str(bench["benchmark_file"]), row)
+        for bench in document.get("benchmarks", [])
+        for row in bench.get("rows", [])
+    ]
+
+
+@dataclass(frozen=True)
+class _Pick:
+    row: _Row
+    why: str  # "regression", "failure", "improvement", "other"
+
+
+_Key = Callable[[_Row], tuple[Any, ...]]
+
+
+def _no_key(row: _Row) -> tuple[Any, ...]:
+    return ()
+
+
+def _pick_spread(
+    candidates: Iterable[_Row],
+    key: _Key,
+    count: int,
+    taken: dict[str, int],
+    chosen: set[str],
+    then: _Key = _no_key,
+) -> list[_Row]:
+    """Greedily the `count` best rows by `key`; among equals, the benchmark picked least so far, `then`."""
+    pool = [r for r in candidates if r.nodeid not in chosen]
+    out: list[_Row] = []
+    while pool and len(out) < count:
+        best = min(pool, key=lambda r: (*key(r), taken.get(r.benchmark, 0), *then(r), r.nodeid))
+        pool.remove(best)
+        out.append(best)
+        chosen.add(best.nodeid)
+        taken[best.benchmark] = taken.get(best.benchmark, 0) + 1
+    return out
+
+
+def select_spot_check(document: Mapping[str, Any], n: int = 5) -> list[tuple[Mapping[str, Any], str]]:
+    """The rows the spot check shows, as (row, why it was chosen): see SELECTION_RULE."""
+    rows = _rows(document)
+    taken: dict[str, int] = {}
+    chosen: set[str] = set()
+    picks: list[_Pick] = []
+
+    def add(why: str, candidates: Iterable[_Row], key: _Key, count: int, then: _Key = _no_key) -> None:
+        found = _pick_spread(candidates, key, min(count, n - len(picks)), taken, chosen, then)
+        picks.extend(_Pick(r, why) for r in found)
+
+    scored = [r for r in rows if r.change not in ("error", "skipped")]
+    unscored = [r for r in rows if r.change in ("error", "skipped")]
+    if document.get("mode") == "base_only" or not any(r.has_adapter for r in rows):
+        add("failure", [r for r in scored if not r.passed("base")], lambda r: (r.value("base"),), n)
+        add("other", scored, _no_key, n)
+    else:
+        # Perplexity rows score pass/fail against a bound: among equal drops, the larger move in
+        # cross-entropy is the clearer example. It ranks after the benchmark spread, as other rows have none.
+        worst: _Key = lambda r: (r.change != "regression", r.delta)  # noqa: E731
+        lowest: _Key = lambda r: (r.value("adapter"),)  # noqa: E731
+        best: _Key = lambda r: (r.change != "fixed", -(r.delta or 0.0))  # noqa: E731
+        rise: _Key = lambda r: (-r.measure_delta,)  # noqa: E731
+        fall: _Key = lambda r: (r.measure_delta,)  # noqa: E731
+        regressions = [r for r in scored if r.change in ("regression", "worse")]
+        failing = [r for r in scored if not r.passed("adapter")]
+        add("regression", regressions, worst, max(1, n // 2), rise)
+        # Without a regression every row the adapter fails is one the base failed too.
+        add("failure", [r for r in failing if not r.passed("base")], lowest, 1, rise)
+        add("improvement", [r for r in scored if r.change in ("fixed", "better")], best, n, fall)
+        add("regression", regressions, worst, n, rise)
+        add("failure", failing, lowest, n, rise)
+        add("other", scored, _no_key, n)
+    add("other", unscored, _no_key, n)
+    return [(p.row.record, _why(p)) for p in picks]
+
+
+SELECTION_RULE = (
+    "Rows are chosen across all benchmarks, deterministically. With an adapter: (1) regressions, up to "
+    "half the rows: the base passed and the adapter fails first, then the largest score drop; (2) one row "
+    "the adapter still gets wrong (both fail; the lowest adapter score); (3) the clearest improvements: "
+    "the base failed and the adapter passes first, then the largest score gain; (4) if rows are left: more "
+    "regressions, more failures, then the rest. Base model only: failures first (lowest score first), then "
+    "the rest. Among equal scores, perplexity rows with the larger change in cross-entropy come first, then "
+    "the benchmark with the fewest rows picked so far, then node id. Rows that errored or were skipped come "
+    "last."
+)
+
+
+def _why(pick: _Pick) -> str:
+    """One sentence: why this row is in the spot check."""
+    row = pick.row
+    change = row.change
+    if change in ("error", "skipped"):
+        reason = row.record.get("skipped") or row.record.get("error") or "no score"
+        return f"{'Skipped' if change == 'skipped' else 'Error'}: {_one_line(str(reason), 200)}"
+    b = _fmt_score(row.value("base"))
+    if change == "base_only":
+        verdict = "fails" if not row.passed("base") else "passes"
+        return f"The base model {verdict} ({b})."
+    a = _fmt_score(row.value("adapter"))
+    text = {
+        "regression": f"Regression: the base passed ({b}) and the adapter fails ({a}).",
+        "worse": f"Regression: the adapter scores lower than the base ({b} → {a}).",
+        "fixed": f"Improvement: the base failed ({b}) and the adapter passes ({a}).",
+        "better": f"Improvement: the adapter scores higher than the base ({b} → {a}).",
+    }.get(change)
+    if text is None:
+        both = "fail" if not row.passed("adapter") else "pass"
+        label = "Still wrong" if pick.why == "failure" else "Unchanged"
+        text = f"{label}: both {both} (base {b}, adapter {a})."
+    if row.measure_delta:
+        ppl_b, ppl_a = row.score("base"), row.score("adapter")
+        assert ppl_b is not None and ppl_a is not None  # measure_delta is nonzero only with both
+        text += f" Perplexity {ppl_b['perplexity']:.2f} → {ppl_a['perplexity']:.2f}."
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a side of a row answered, and a short note on its score, whatever the evaluation type
+
+
+def _answer(record: Mapping[str, Any], who: str) -> tuple[str | None, str]:
+    """(text the model wrote, or None for measured rows; a language for a code block)."""
+    side = record.get(who)
+    if not side:
+        return None, ""
+    score = side.get("score") or {}
+    if record.get("evaluation_type") == "code_execution" and isinstance(score.get("code"), str):
+        return str(score["code"]), "python"
+    output = side.get("output")
+    return (None if output is None else str(output)), ""
+
+
+def _measurement(record: Mapping[str, Any], who: str) -> str | None:
+    """What a measured row measured (perplexity, the chosen choice), as one line; None for generated rows."""
+    side = record.get(who)
+    if not side:
+        return None
+    score = side.get("score") or {}
+    if "perplexity" in score and side.get("output") is None:
+        text = f"perplexity {float(score['perplexity']):.2f} over {score.get('n_tokens', '?')} tokens"
+        if score.get("max_perplexity") is not None:
+            text += f" (bound {float(score['max_perplexity']):g})"
+        return text
+    if "predicted_index" in score and side.get("output") is None:
+        choices = (record.get("evaluation_config") or {}).get("choices") or []
+        index = score["predicted_index"]
+        if index is None:
+            return "chose no choice"
+        where = f" (choice {int(index) + 1} of {len(choices)})" if choices else ""
+        return f"chose {json.dumps(score.get('predicted'), ensure_ascii=False)}{where}"
+    if side.get("output") is None and side.get("measurement") is not None:
+        return _one_line(json.dumps(side["measurement"], ensure_ascii=False), 200)
+    return None
+
+
+def _score_note(record: Mapping[str, Any], who: str) -> str:
+    """Score, verdict and the type's own details in a few words: '0.00, fail (threshold 1.00); ...'."""
+    side = record.get(who)
+    if not side:
+        return "no score" if record.get("error") or record.get("skipped") else "-"
+    score = side.get("score")
+    if not score:
+        return "no score" + (f" ({_one_line(str(record['error']), 120)})" if record.get("error") else "")
+    passed = score.get("passed", float(score["value"]) >= float(score.get("threshold", 1.0)))
+    text = f"{float(score['value']):.2f}, {'pass' if passed else 'fail'}"
+    if float(score.get("threshold", 1.0)) != 1.0:
+        text += f" (threshold {float(score['threshold']):.2f})"
+    extra: list[str] = []
+    if "verdicts" in score:
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(score["verdicts"].items()))
+        extra.append(
+            f"{score.get('passed_cases')} of {score.get('counted_cases')} test cases passed ({verdicts})"
+        )
+    if "judge_mean" in score:
+        extra.append(f"judge {float(score['judge_mean']):.2f} of {score.get('max_score')}")
+    if score.get("extracted") is not None and score["extracted"] != side.get("output"):
+        extra.append(f"extracted {json.dumps(score['extracted'], ensure_ascii=False)}")
+    if score.get("reason"):
+        extra.append(str(score["reason"]))
+    return text + "".join(f"; {e}" for e in extra)
+
+
+def _fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _truncate(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with a marker that says how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[… truncated: {len(text) - limit} more characters]"
+
+
+def _prompt(record: Mapping[str, Any], prompts: Mapping[str, Mapping[str, str]] | None) -> str | None:
+    """Instruction and input of a row: the record's own, else from `prompts` (see prompts_from_benchmarks)."""
+    source: Mapping[str, Any] = record
+    if "instruction" not in record and prompts is not None:
+        source = prompts.get(str(record.get("nodeid")), {})
+    if "instruction" not in source:
+        return None
+    parts = [str(source.get("instruction") or ""), str(source.get("input") or "")]
+    return "\n\n".join(p for p in parts if p)
+
+
+def prompts_from_benchmarks(document: Mapping[str, Any], rootdir: Path) -> dict[str, dict[str, str]]:
+    """{node id: {"instruction", "input"}} from the benchmark files, when they still match results.json.
+
+    results.json rows do not repeat the prompt; a file whose hash differs from benchmark_hash has changed
+    since the run, so its prompts are left out rather than shown beside answers to other questions.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for bench in document.get("benchmarks", []):
+        path = rootdir / str(bench["benchmark_file"])
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if bench.get("benchmark_hash") and file_hash(data) != bench["benchmark_hash"]:
+            continue
+        by_id = {
+            str(obj.get("id")): obj
+            for _, obj, _ in jsonl_objects(data.decode("utf-8", errors="replace"))
+            if obj is not None
+        }
+        for row in bench.get("rows", []):
+            obj = by_id.get(str(row.get("id")))
+            if obj is not None:
+                out[str(row["nodeid"])] = {
+                    "instruction": str(obj.get("instruction", "")),
+                    "input": str(obj.get("input", "")),
+                }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Markdown
+
+# Characters Markdown (CommonMark + GFM tables) may read as syntax inside a line of text.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<|~&#!])")
+
+
+def md_escape(text: str) -> str:
+    """Text safe inside a Markdown paragraph or table cell: syntax characters escaped, newlines as <br>."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", text)
+    return "<br>".join(escaped.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
+def md_block(text: str, language: str = "") -> str:
+    """A fenced code block holding `text` verbatim: the fence is longer than any backtick run inside."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def md_code(text: str) -> str:
+    """A code span for names (paths, ids): verbatim when it can be, else escaped text."""
+    if "`" in text or "\n" in text or "|" in text or not text.strip():
+        return md_escape(text)
+    return f"`{text}`"
+
+
+def _md_value(text: str | None, *, empty: str = "*(empty)*") -> str:
+    if text is None:
+        return "-"
+    return md_escape(text) if text.strip() else empty
+
+
+def _md_header(document: Mapping[str, Any]) -> list[str]:
+    name = document.get("adapter_name") or document.get("adapter_path")
+    version = document.get("adapter_version")
+    base = document.get("base_model") or "?"
+    lines: list[str] = []
+    if document.get("mode") == "base_only" or name is None:
+        lines.append(f"# Spot check: {md_escape(str(base))} (base model only)")
+        lines.append("")
+        lines.append(
+            f"No adapter: the base model's answers, failures first. Base model: **{md_escape(base)}**."
+        )
+    else:
+        title = f"{name} {version}" if version else str(name)
+        lines.append(f"# Spot check: {md_escape(title)}")
+        lines.append("")
+        where = f" ({md_code(str(document['adapter_path']))})" if document.get("adapter_path") else ""
+        lines.append(
+            f"Adapter **{md_escape(str(name))}**, version {md_escape(str(version or '?'))}{where}, "
+            f"against the base model **{md_escape(str(base))}**."
+        )
+    facts = [f"Run of {document.get('timestamp', '?')}"]
+    if document.get("quantization"):
+        facts.append(f"quantization: {document['quantization']}")
+    lines.append(md_escape("; ".join(facts)) + ".")
+    if not document.get("complete", True):
+        lines += ["", f"> **Incomplete run:** {md_escape(str(document.get('incomplete_reason') or '?'))}"]
+    return lines
+
+
+def spot_check_markdown(
+    document: Mapping[str, Any],
+    *,
+    n: int = 5,
+    prompts: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
+    """spot_check.md: n rows with the base's and the adapter's answers side by side (LocoLLM's spot check)."""
+    lines = _md_header(document)
+    total = len(_rows(document))
+    picked = select_spot_check(document, n)
+    adapter = document.get("mode") != "base_only" and any(r.get("adapter") is not None for r, _ in picked)
+    lines += ["", f"{len(picked)} of {total} rows, chosen by the rule at the end of this page.", ""]
+    if not picked:
+        lines += ["No benchmark rows in this run: nothing to check.", ""]
+    for index, (record, why) in enumerate(picked, start=1):
+        bench = str(record.get("nodeid", "")).split("::")[0]
+        lines.append(f"## {index}. {md_code(bench)} :: {md_code(str(record.get('id')))}")
+        lines.append("")
+        lines.append(md_escape(why))
+        lines.append("")
+        facts = [
+            f"Difficulty {md_escape(str(record.get('difficulty')))}",
+            md_code(str(record.get("evaluation_type"))),
+            f"line {record.get('line')}",
+        ]
+        if record.get("tags"):
+            facts.append("tags: " + ", ".join(md_code(str(t)) for t in record["tags"]))
+        lines.append(" · ".join(facts) + ".")
+        lines.append("")
+        prompt = _prompt(record, prompts)
+        lines += [
+            "**Prompt**",
+            "",
+            md_block(_truncate(prompt, _MD_MAX)) if prompt else "*(not recorded)*",
+            "",
+        ]
+        expected = str(record.get("expected_output") or "")
+        if expected and ("\n" in expected or len(expected) > _MD_INLINE):
+            lines += ["**Expected**", "", md_block(_truncate(expected, _MD_MAX)), ""]
+        else:
+            lines += [f"**Expected:** {_md_value(expected, empty='*(none)*')}", ""]
+        sides = ["base", "adapter"] if adapter else ["base"]
+        answers = {who: _answer(record, who) for who in sides}
+        blocks = any(
+            text is not None and ("\n" in text or len(text) > _MD_INLINE or lang)
+            for text, lang in answers.values()
+        )
+        lines.append("| | " + " | ".join("Base" if who == "base" else "Adapter" for who in sides) + " |")
+        lines.append("|---|" + "---|" * len(sides))
+        cells = []
+        for who in sides:
+            text, _ = answers[who]
+            measured = _measurement(record, who)
+            if measured is not None:
+                cells.append(md_escape(measured))
+            elif text is None:
+                cells.append("-")
+            elif blocks:
+                cells.append(f"see {'base' if who == 'base' else 'adapter'} answer below")
+            else:
+                cells.append(_md_value(_truncate(text, _MD_INLINE)))
+        lines.append("| Answer | " + " | ".join(cells) + " |")
+        lines.append("| Score | " + " | ".join(md_escape(_score_note(record, who)) for who in sides) + " |")
+        lines.append("")
+        if blocks:
+            for who in sides:
+                text, lang = answers[who]
+                if text is None or _measurement(record, who) is not None:
+                    continue
+                label = "Base answer" if who == "base" else "Adapter answer"
+                lines += [
+                    f"**{label}**",
+                    "",
+                    md_block(_truncate(text, _MD_MAX), lang) if text else "*(empty)*",
+                    "",
+                ]
+    lines += ["---", "", f"*Selection rule.* {md_escape(SELECTION_RULE)}", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+:root { color-scheme: light; --base: %(base)s; --adapter: %(adapter)s; --worse: %(worse)s; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
+       max-width: 1400px; padding: 1rem 1.5rem 3rem; color: #1b1b1b; background: #fff; }
+h1 { font-size: 1.6rem; margin: .2rem 0 .6rem; }
+h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 2px solid #ddd; padding-bottom: .2rem; }
+h3 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: 0; }
+dl.meta dt { font-weight: 600; } dl.meta dd { margin: 0; }
+.incomplete { border: 3px solid var(--worse); background: #fff3ea; padding: .6rem 1rem; margin: 1rem 0;
+              font-size: 1.1rem; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
+figure { margin: 0; } figcaption { font-size: .85rem; color: #444; max-width: 480px; }
+ul.gates { list-style: none; padding: 0; margin: 0; }
+ul.gates li { border-left: 6px solid #999; padding: .25rem .6rem; margin: .25rem 0; background: #f7f7f7; }
+ul.gates li.pass { border-color: %(adapter)s; }
+ul.gates li.fail { border-color: %(worse)s; background: #fff0e8; }
+ul.gates li.warn { border-color: %(base)s; background: #fff8e6; }
+ul.gates li.skip { border-color: #bbb; }
+.badge { font-weight: 700; font-family: ui-monospace, monospace; margin-right: .5rem; white-space: nowrap; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: .25rem .45rem; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; } caption { text-align: left; font-weight: 600; padding: .2rem 0; }
+table.rows { width: 100%%; font-size: .85rem; } table.rows td:nth-child(-n+3) { white-space: nowrap; }
+table.rows .out { min-width: 11ch; } table.rows td.num { text-align: right; white-space: nowrap; }
+.out { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, monospace; max-height: 14em;
+       overflow: auto; margin: 0; }
+tr.regression, tr.worse { background: #fff0e8; } tr.fixed, tr.better { background: #eaf3fb; }
+.mark { font-weight: 700; white-space: nowrap; }
+.stats { font-family: ui-monospace, monospace; font-size: .9rem; }
+.toolbar { display: flex; gap: 1rem; align-items: center; margin: .4rem 0; flex-wrap: wrap; }
+th button { font: inherit; background: none; border: 0; padding: 0; cursor: pointer; text-align: left; }
+.muted { color: #555; }
+"""
+
+# Sorting and filtering of the row tables. The page is complete without it: controls are added by the
+# script itself, so a reader without JS never sees dead buttons. It marks <html data-js="ready"> at the end,
+# which the Chromium test reads to know it ran through without an error.
+_JS = """
+(function () {
+  "use strict";
+  function cellValue(row, index) {
+    var cell = row.cells[index];
+    if (!cell) { return ""; }
+    var v = cell.getAttribute("data-sort");
+    return v === null ? cell.textContent.trim().toLowerCase() : v;
+  }
+  function compare(a, b) {
+    var x = a === "" ? NaN : Number(a), y = b === "" ? NaN : Number(b);
+    if (!isNaN(x) && !isNaN(y)) { return x - y; }
+    return a < b ? -1 : (a > b ? 1 : 0);
+  }
+  var tables = document.querySelectorAll("table.rows");
+  Array.prototype.forEach.call(tables, function (table) {
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, index) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.textContent = th.textContent;
+      th.textContent = "";
+      th.appendChild(button);
+      th.setAttribute("aria-sort", "none");
+      button.addEventListener("click", function () {
+        var ascending = th.getAttribute("aria-sort") !== "ascending";
+        Array.prototype.forEach.call(heads, function (h) { h.setAttribute("aria-sort", "none"); });
+        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        rows.sort(function (r1, r2) {
+          var c = compare(cellValue(r1, index), cellValue(r2, index));
+          return ascending ? c : -c;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+    var bar = document.createElement("div");
+    bar.className = "toolbar";
+    var label = document.createElement("label");
+    label.textContent = "Filter rows: ";
+    var input = document.createElement("input");
+    input.type = "search";
+    label.appendChild(input);
+    var selectLabel = document.createElement("label");
+    selectLabel.textContent = "Show: ";
+    var select = document.createElement("select");
+    [["all", "all rows"], ["fail", "failed"], ["regression worse", "regressions"],
+     ["fixed better", "improvements"], ["error skipped", "errors and skips"]].forEach(function (o) {
+      var option = document.createElement("option");
+      option.value = o[0];
+      option.textContent = o[1];
+      select.appendChild(option);
+    });
+    selectLabel.appendChild(select);
+    var count = document.createElement("span");
+    count.className = "muted";
+    count.setAttribute("aria-live", "polite");
+    bar.appendChild(label);
+    bar.appendChild(selectLabel);
+    bar.appendChild(count);
+    table.parentNode.insertBefore(bar, table);
+    function apply() {
+      var text = input.value.trim().toLowerCase();
+      var kinds = select.value === "all" ? null : select.value.split(" ");
+      var shown = 0;
+      rows.forEach(function (r) {
+        var ok = (!text || r.textContent.toLowerCase().indexOf(text) !== -1) &&
+          (!kinds || kinds.indexOf(r.getAttribute("data-change")) !== -1 ||
+           (kinds.indexOf("fail") !== -1 && r.getAttribute("data-passed") === "false"));
+        r.hidden = !ok;
+        if (ok) { shown += 1; }
+      });
+      count.textContent = shown + " of " + rows.length + " rows shown";
+    }
+    input.addEventListener("input", apply);
+    select.addEventListener("change", apply);
+    apply();
+  });
+  document.documentElement.setAttribute("data-js", "ready");
+})();
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:+.{digits}f}"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def _slug(text: str, index: int) -> str:
+    return f"b{index}-" + re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+_TEST_NAMES = {"mcnemar_exact": "McNemar exact test", "paired_t": "paired t-test"}
+
+
+def _svg_open(chart_id: str, width: int, height: int, title: str, desc: str) -> list[str]:
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="{chart_id}-t {chart_id}-d" '
+        f'font-family="system-ui, sans-serif" font-size="12">',
+        f'<title id="{chart_id}-t">{_e(title)}</title>',
+        f'<desc id="{chart_id}-d">{_e(desc)}</desc>',
+    ]
+
+
+def _difficulty_svg(
+    chart_id: str, per_difficulty: Mapping[str, Any], results: Mapping[str, Any], adapter: bool
+) -> str:
+    """Grouped bars of mean score per difficulty (and overall): base hatched orange, adapter solid blue."""
+    groups: list[tuple[str, int, float | None, float | None]] = []
+    for name in [*DIFFICULTIES, *sorted(set(per_difficulty) - set(DIFFICULTIES))]:
+        entry = per_difficulty.get(name)
+        if entry and entry.get("n"):
+            groups.append((name, int(entry["n"]), entry.get("base"), entry.get("adapter")))
+    total = sum(g[1] for g in groups)
+    groups.append(("all", total, results.get("base_model_score"), results.get("adapter_score")))
+    width, height, left, top, bottom = 130 + 110 * len(groups), 250, 44, 28, 44
+    plot_h = height - top - bottom
+    desc = "; ".join(
+        f"{name} (n={n}): base {_pct(b)}" + (f", adapter {_pct(a)}" if adapter else "")
+        for name, n, b, a in groups
+    )
+    title = "Mean score per difficulty, base" + (" against adapter" if adapter else " model")
+    out = _svg_open(chart_id, width, height, title, desc)
+    out.append(
+        f'<defs><pattern id="{chart_id}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{_BASE_COLOUR}"/>'
+        f'<line x1="0" y1="0" x2="0" y2="6" stroke="#fff" stroke-width="2"/></pattern></defs>'
+    )
+    for tick in (0, 25, 50, 75, 100):
+        y = top + plot_h * (1 - tick / 100)
+        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">{tick}%</text>')
+    bar_w = 34
+    for i, (name, n, b, a) in enumerate(groups):
+        x0 = left + 20 + i * 110
+        bars = [("base", b, f"url(#{chart_id}-hatch)")] + (
+            [("adapter", a, _ADAPTER_COLOUR)] if adapter else []
+        )
+        for j, (who, value, fill) in enumerate(bars):
+            x = x0 + j * (bar_w + 4)
+            if value is None:
+                out.append(f'<text x="{x + bar_w / 2}" y="{top + plot_h - 4}" text-anchor="middle">–</text>')
+                continue
+            h = plot_h * max(0.0, min(1.0, float(value)))
+            y = top + plot_h - h
+            out.append(
+                f'<rect x="{x}" y="{y:.1f}" width="{bar_w}" height="{h:.1f}" fill="{fill}" stroke="#333" '
+                f'stroke-width="0.5"><title>{_e(f"{name}, {who}: {_pct(value)} (n={n})")}</title></rect>'
+            )
+            out.append(
+                f'<text x="{x + bar_w / 2}" y="{y - 4:.1f}" text-anchor="middle" font-size="10">'
+                f"{100 * float(value):.0f}</text>"
+            )
+        out.append(
+            f'<text x="{x0 + (bar_w + 2) * len(bars) / 2}" y="{height - bottom + 16}" text-anchor="middle" '
+            f'font-weight="600">{_e(name)}</text>'
+        )
+        out.append(
+            f'<text x="{x0 + (bar_w + 2) * len(bars) / 2}" y="{height - bottom + 30}" text-anchor="middle" '
+            f'fill="#444">n={n}</text>'
+        )
+    legend_x = width - 190
+    out.append(
+        f'<rect x="{legend_x}" y="6" width="14" height="12" fill="url(#{chart_id}-hatch)" stroke="#333"/>'
+    )
+    out.append(f'<text x="{legend_x + 18}" y="16">base</text>')
+    if adapter:
+        out.append(
+            f'<rect x="{legend_x + 70}" y="6" width="14" height="12" fill="{_ADAPTER_COLOUR}" stroke="#333"/>'
+        )
+        out.append(f'<text x="{legend_x + 88}" y="16">adapter</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _differences(bench: Mapping[str, Any]) -> tuple[list[float], str, float]:
+    """(per-row differences, axis label, half-width of the axis): adapter - base, higher is better."""
+    rows = [_Row(str(bench["benchmark_file"]), r) for r in bench.get("rows", [])]
+    measure = (bench.get("statistics") or {}).get("measure", "score")
+    if measure != "score":
+        # Perplexity benchmarks are compared on cross-entropy (results.comparison_values): so is the chart.
+        values = [-r.measure_delta for r in rows if r.score("adapter") and r.score("base")]
+        half = max((abs(v) for v in values), default=0.0)
+        half = _nice(half) if half > 0 else 1.0
+        return values, "base − adapter cross-entropy (nats per token)", half
+    values = [d for r in rows if (d := r.delta) is not None]
+    return values, "adapter − base score", 1.0
+
+
+def _nice(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten at or above x."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= x - 1e-15)
+
+
+_SIDE_BINS = 10  # bins on each side of the "equal" bar
+
+
+def _bin(value: float, step: float) -> int:
+    """Bar index of a difference: 0..9 below zero, 10 for equal, 11..20 above (edges at multiples of step)."""
+    if abs(value) <= _EPS:
+        return _SIDE_BINS
+    # (k*step, (k+1)*step], with slack so that 0.3 - 0.2 lands where 0.1 does
+    k = min(_SIDE_BINS - 1, max(0, math.ceil(abs(value) / step - 1e-9) - 1))
+    return _SIDE_BINS + 1 + k if value > 0 else _SIDE_BINS - 1 - k
+
+
+def _histogram_svg(chart_id: str, values: Sequence[float], label: str, half: float) -> str:
+    """Histogram of per-row differences on [-half, half]: worse bins, a bar of exact ties, better bins."""
+    step = half / _SIDE_BINS
+    counts = [0] * (2 * _SIDE_BINS + 1)
+    for v in values:
+        counts[_bin(v, step)] += 1
+    width, height, left, top, bottom = 520, 250, 44, 28, 50
+    plot_w, plot_h = width - left - 14, height - top - bottom
+    bar_w = plot_w / len(counts)
+    peak = max(counts, default=0) or 1
+    worse, same = sum(counts[:_SIDE_BINS]), counts[_SIDE_BINS]
+    better = len(values) - worse - same
+
+    def edge(v: float) -> float:
+        """x of a difference on the axis: the equal bar sits between the negative and positive bins."""
+        if abs(v) <= _EPS:
+            return left + (_SIDE_BINS + 0.5) * bar_w
+        return left + (_SIDE_BINS + v / step + (1 if v > 0 else 0)) * bar_w
+
+    def bin_name(i: int) -> str:
+        if i == _SIDE_BINS:
+            return "equal"
+        k = abs(i - _SIDE_BINS) - 1
+        lo, hi = k * step, (k + 1) * step
+        return f"{lo:+.3g} to {hi:+.3g}" if i > _SIDE_BINS else f"{-hi:+.3g} to {-lo:+.3g}"
+
+    desc = f"{len(values)} rows: adapter better on {better}, worse on {worse}, equal on {same}. " + "; ".join(
+        f"{bin_name(i)}: {c}" for i, c in enumerate(counts) if c
+    )
+    out = _svg_open(chart_id, width, height, f"Distribution of per-row differences ({label})", desc)
+    ticks = sorted({0, peak // 2, peak}) if peak > 1 else [0, 1]
+    for tick in ticks:
+        y = top + plot_h * (1 - tick / peak)
+        out.append(f'<line x1="{left}" x2="{width - 14}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">{tick}</text>')
+    out.append(f'<text x="{left - 6}" y="{top - 10}" text-anchor="end" fill="#444">rows</text>')
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        fill = _SAME_COLOUR if i == _SIDE_BINS else (_ADAPTER_COLOUR if i > _SIDE_BINS else _WORSE_COLOUR)
+        x = left + i * bar_w
+        h = plot_h * c / peak
+        out.append(
+            f'<rect x="{x + 1:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 2:.1f}" height="{h:.1f}" '
+            f'fill="{fill}" stroke="#333" stroke-width="0.5">'
+            f"<title>{_e(f'{bin_name(i)}: {c} rows')}</title></rect>"
+        )
+        out.append(
+            f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - h - 4:.1f}" text-anchor="middle" '
+            f'font-size="10">{c}</text>'
+        )
+    for frac in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        out.append(
+            f'<text x="{edge(frac * half):.1f}" y="{top + plot_h + 14}" text-anchor="middle" fill="#444">'
+            f"{'0' if frac == 0 else f'{frac * half:+.3g}'}</text>"
+        )
+    out.append(f'<text x="{left}" y="{height - 8}" fill="{_WORSE_COLOUR}">◀ adapter worse ({worse})</text>')
+    out.append(
+        f'<text x="{width - 14}" y="{height - 8}" text-anchor="end" fill="{_ADAPTER_COLOUR}">'
+        f"adapter better ({better}) ▶</text>"
+    )
+    out.append(f'<text x="{edge(0):.1f}" y="{height - 8}" text-anchor="middle">equal: {same}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stats_line(stats: Mapping[str, Any] | None) -> str:
+    if not stats:
+        return ""
+    level = f"{100 * float(stats.get('confidence', 0.95)):g}%"
+    measure = stats.get("measure", "score")
+    text = (
+        f"adapter − base ({measure}): {_signed(stats.get('difference'))} "
+        f"({level} CI {_signed(stats.get('ci_low'))} to {_signed(stats.get('ci_high'))}), "
+        f"{_TEST_NAMES.get(str(stats.get('test')), str(stats.get('test')))} p = {_p(stats.get('p_value'))}"
+        f", n = {stats.get('n')}"
+    )
+    if stats.get("discordant"):
+        wins, losses = stats["discordant"]
+        text += f", adapter-only right {wins} / base-only right {losses}"
+    if stats.get("effect_size") is not None:
+        text += f", d_z = {float(stats['effect_size']):.2f}"
+    verdict = "significant" if stats.get("significant") else "not significant"
+    text += f" — {verdict} at α = {stats.get('alpha')}"
+    return f'<p class="stats">{_e(text)}</p>'
+
+
+def _gates_html(gates: Mapping[str, Any]) -> list[str]:
+    if not gates:
+        return []
+    out = ["<h3>Gates</h3>", '<ul class="gates">']
+    for name, verdict in gates.items():
+        status = str(verdict.get("status", "?"))
+        mark = _STATUS_MARK.get(status, status.upper())
+        out.append(
+            f'<li class="{_e(status)}"><span class="badge">{_e(mark)}</span><strong>{_e(name)}</strong>: '
+            f"{_e(verdict.get('message', ''))}</li>"
+        )
+    out.append("</ul>")
+    return out
+
+
+def _kv_table(caption: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    out = [f"<table><caption>{_e(caption)}</caption><thead><tr>"]
+    out += [f'<th scope="col">{_e(h)}</th>' for h in header]
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _num(value: Any, fmt: str = ".3f") -> str:
+    return "–" if value is None else format(float(value), fmt)
+
+
+def _perplexity_html(ppl: Mapping[str, Any]) -> list[str]:
+    sides = [w for w in ("base", "adapter") if ppl.get(w)]
+    fields = [
+        ("perplexity (token-weighted)", "perplexity", ".2f"),
+        ("mean text perplexity", "mean_text_perplexity", ".2f"),
+        ("cross-entropy (nats/token)", "cross_entropy", ".4f"),
+        ("bits per character", "bits_per_character", ".3f"),
+        ("bits per byte", "bits_per_byte", ".3f"),
+        ("texts", "n_texts", ".0f"),
+        ("tokens", "n_tokens", ".0f"),
+    ]
+    rows = [[label, *(_num(ppl[w].get(key), fmt) for w in sides)] for label, key, fmt in fields]
+    out = ["<h3>Perplexity</h3>", *_kv_table("Corpus perplexity", ["", *sides], rows)]
+    notes = []
+    if ppl.get("perplexity_ratio") is not None:
+        notes.append(f"adapter/base perplexity ×{float(ppl['perplexity_ratio']):.3f}")
+    window = ppl.get("window")
+    if window:
+        notes.append(
+            f"window {window.get('max_length')}, stride {window.get('stride')}; {window.get('first_token')}"
+        )
+    if notes:
+        out.append(f'<p class="muted">{_e("; ".join(notes))}</p>')
+    return out
+
+
+def _composite_html(composite: Mapping[str, Any], heading: str) -> list[str]:
+    sides = [w for w in ("base", "adapter") if composite.get(w)]
+    first = composite[sides[0]]
+    rows = [
+        [metric, f"{float(weight):g}", *(_num(composite[w]["metrics"].get(metric), ".2f") for w in sides)]
+        for metric, weight in first.get("weights", {}).items()
+    ]
+    rows.append(["composite (0–100)", "", *(_num(composite[w].get("value"), ".2f") for w in sides)])
+    out = [
+        f"<h3>{_e(heading)}</h3>",
+        *_kv_table("Weighted composite score", ["metric", "weight", *sides], rows),
+    ]
+    if first.get("missing"):
+        out.append(
+            f'<p class="muted">No rows for: {_e(", ".join(first["missing"]))} (weights renormalised).</p>'
+        )
+    return out
+
+
+def _side_cell(record: Mapping[str, Any], who: str) -> str:
+    measured = _measurement(record, who)
+    if measured is not None:
+        return f'<td><span class="out">{_e(measured)}</span></td>'
+    text, _ = _answer(record, who)
+    if text is None:
+        return "<td>–</td>"
+    if not text:
+        return '<td><span class="muted">(empty)</span></td>'
+    return f'<td><div class="out">{_e(_truncate(text, _HTML_MAX))}</div></td>'
+
+
+def _rows_table(
+    bench: Mapping[str, Any], adapter: bool, prompts: Mapping[str, Mapping[str, str]] | None
+) -> list[str]:
+    header = ["id", "difficulty", "type", "expected", "base output", "base score"]
+    if adapter:
+        header += ["adapter output", "adapter score"]
+    header.append("result")
+    out = [
+        f'<table class="rows"><caption>Rows of {_e(bench["benchmark_file"])}</caption><thead><tr>',
+        *(f'<th scope="col">{_e(h)}</th>' for h in header),
+        "</tr></thead><tbody>",
+    ]
+    for record in bench.get("rows", []):
+        row = _Row(str(bench["benchmark_file"]), record)
+        change = row.change
+        passed = bool(record.get("passed"))
+        prompt = _prompt(record, prompts)
+        ident = _e(record.get("id"))
+        if prompt:
+            shown = _e(_truncate(prompt, _HTML_MAX))
+            ident = f'<details><summary>{ident}</summary><div class="out">{shown}</div></details>'
+        expected = str(record.get("expected_output") or "")
+        order = {"easy": 0, "medium": 1, "hard": 2}.get(str(record.get("difficulty")), 3)
+        cells = [
+            f'<td data-sort="{_e(record.get("nodeid"))}">{ident}</td>',
+            f'<td data-sort="{order}">{_e(record.get("difficulty"))}</td>',
+            f"<td>{_e(record.get('evaluation_type'))}</td>",
+            f'<td><div class="out">{_e(_truncate(expected, _HTML_MAX))}</div></td>',
+        ]
+        for who in ["base", "adapter"] if adapter else ["base"]:
+            value = row.value(who)
+            cells.append(_side_cell(record, who))
+            cells.append(
+                f'<td class="num" data-sort="{"" if value is None else f"{value:.6f}"}" '
+                f'title="{_e(_score_note(record, who))}">{_fmt_score(value)}</td>'
+            )
+        if change in ("error", "skipped"):
+            reason = record.get("skipped") or record.get("error") or "no score"
+            mark = "– skipped" if change == "skipped" else "⚠ error"
+            result = f'<span class="mark">{mark}</span> {_e(_one_line(str(reason), 300))}'
+        else:
+            result = f'<span class="mark">{"✔ pass" if passed else "✘ fail"}</span>'
+            if change in ("regression", "worse", "fixed", "better"):
+                result += f" ({change})"
+        cells.append(f"<td>{result}</td>")
+        state = f'class="{change}" data-change="{change}" data-passed="{str(passed).lower()}"'
+        out.append(f"<tr {state}>{''.join(cells)}</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _adapter_line(document: Mapping[str, Any]) -> str:
+    version = f" {document['adapter_version']}" if document.get("adapter_version") else ""
+    path = f" ({document['adapter_path']})" if document.get("adapter_path") else ""
+    return f"{document.get('adapter_name') or 'adapter'}{version}{path}"
+
+
+def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[str]]:
+    base = str(document.get("base_model") or "?")
+    if adapter:
+        name = str(document.get("adapter_name") or document.get("adapter_path") or "adapter")
+        version = document.get("adapter_version")
+        title = f"{name} {version}" if version else name
+        heading = f"Evaluation report: {title} against {base}"
+    else:
+        heading = f"Evaluation report: {base} (base model only)"
+    hardware = document.get("hardware") or {}
+    facts: list[tuple[str, object]] = [
+        ("mode", document.get("mode", "?")),
+        ("adapter", _adapter_line(document) if adapter else "none"),
+        (
+            "base model",
+            base + (f" — {document['base_model_note']}" if document.get("base_model_note") else ""),
+        ),
+        ("quantization", document.get("quantization") or "–"),
+        ("run", document.get("timestamp", "?")),
+        (
+            "hardware",
+            ", ".join(f"{k} {v}" for k, v in hardware.items() if k in ("device", "device_name", "torch"))
+            or "–",
+        ),
+    ]
+    if document.get("previous_version"):
+        facts.append(("previous version", document["previous_version"]))
+    sandbox = document.get("sandbox")
+    if sandbox:
+        facts.append(("sandbox", sandbox.get("level", json.dumps(sandbox))))
+    out = [f"<h1>{_e(heading)}</h1>", '<dl class="meta">']
+    out += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts]
+    out.append("</dl>")
+    return heading, out
+
+
+def html_report(
+    document: Mapping[str, Any], *, prompts: Mapping[str, Mapping[str, str]] | None = None
+) -> str:
+    """--llmeval-html: one self-contained page of results.json: inline CSS, SVG charts, optional inline JS."""
+    benches = list(document.get("benchmarks", []))
+    adapter = document.get("mode") != "base_only" and any(
+        r.get("adapter") is not None for b in benches for r in b.get("rows", [])
+    )
+    heading, header = _header_html(document, adapter)
+    css = _CSS % {"base": _BASE_COLOUR, "adapter": _ADAPTER_COLOUR, "worse": _WORSE_COLOUR}
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(heading)}</title>",
+        f"<style>{css}</style>",
+        "</head>",
+        "<body>",
+        "<header>",
+        *header,
+        "</header>",
+    ]
+    if not document.get("complete", True):
+        out.append(
+            '<div class="incomplete" role="alert"><strong>⚠ Incomplete run:</strong> '
+            f"{_e(document.get('incomplete_reason') or 'the run stopped early')}. "
+            "Scores, statistics and gates below cover only the rows that finished.</div>"
+        )
+    out.append("<main>")
+    if not benches:
+        out.append("<p>No benchmark rows in this run: nothing to report.</p>")
+    else:
+        out.append('<nav aria-label="Benchmarks"><h2>Benchmarks</h2><ul>')
+        for i, bench in enumerate(benches):
+            res = bench.get("results", {})
+            line = f"{bench['benchmark_file']}: {bench.get('n_examples')} rows"
+            line += f", base {_pct(res.get('base_model_score'))}"
+            if adapter:
+                line += f", adapter {_pct(res.get('adapter_score'))}"
+            out.append(f'<li><a href="#{_slug(str(bench["benchmark_file"]), i)}">{_e(line)}</a></li>')
+        out.append("</ul></nav>")
+    if document.get("composite"):
+        out += _composite_html(document["composite"], "Composite score (all rows)")
+    for i, bench in enumerate(benches):
+        out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter, prompts)
+    out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def _benchmark_html(
+    bench: Mapping[str, Any], slug: str, adapter: bool, prompts: Mapping[str, Mapping[str, str]] | None
+) -> list[str]:
+    res = bench.get("results", {})
+    name = str(bench["benchmark_file"])
+    out = [f'<section id="{slug}" aria-labelledby="{slug}-h">', f'<h2 id="{slug}-h">{_e(name)}</h2>']
+    types = bench.get("evaluation_types") or [str(bench.get("evaluation_type"))]
+    summary = (
+        f"{bench.get('n_examples')} rows ({', '.join(types)}"
+        + (f"; {bench['domain']}-domain" if bench.get("domain") else "")
+        + f"). Base {_pct(res.get('base_model_score'))}"
+    )
+    if adapter:
+        diff = res.get("improvement_absolute")
+        summary += f", adapter {_pct(res.get('adapter_score'))}"
+        summary += f", difference {'–' if diff is None else f'{100 * diff:+.1f} points'}"
+    summary += f". Passed {res.get('n_passed', 0)}"
+    if res.get("n_errors"):
+        summary += f", errors {res['n_errors']}"
+    if res.get("n_skipped"):
+        summary += f", skipped {res['n_skipped']}"
+    out.append(f"<p>{_e(summary)}.</p>")
+    out.append(_stats_line(bench.get("statistics")))
+    out += _gates_html(bench.get("gates") or {})
+    out.append('<div class="charts">')
+    out.append(
+        f"<figure>{_difficulty_svg(f'{slug}-difficulty', res.get('per_difficulty') or {}, res, adapter)}"
+        "<figcaption>Mean score per difficulty (percent; n = rows). Base: hatched orange"
+        + ("; adapter: solid blue." if adapter else ".")
+        + "</figcaption></figure>"
+    )
+    if adapter:
+        values, label, half = _differences(bench)
+        if values:
+            out.append(
+                f"<figure>{_histogram_svg(f'{slug}-diff', values, label, half)}"
+                f"<figcaption>Per-row difference, {_e(label)}: left of 0 the adapter does worse, right of 0 "
+                "better.</figcaption></figure>"
+            )
+        else:
+            out.append('<p class="muted">No row has both scores: no differences to plot.</p>')
+    out.append("</div>")
+    if bench.get("perplexity"):
+        out += _perplexity_html(bench["perplexity"])
+    if bench.get("composite"):
+        out += _composite_html(bench["composite"], "Composite score")
+    previous = bench.get("comparison_with_previous")
+    if previous:
+        text = f"Against version {previous.get('previous_version')}: "
+        if not previous.get("comparable"):
+            text += f"not comparable ({previous.get('reason')})"
+        elif previous.get("statistics"):
+            s = previous["statistics"]
+            text += f"{_signed(s.get('difference'))} ({_signed(s.get('ci_low'))} to "
+            text += f"{_signed(s.get('ci_high'))}), p = {_p(s.get('p_value'))}"
+        else:
+            text += "no common rows"
+        out.append(f"<p>{_e(text)}</p>")
+    out.append("<h3>Rows</h3>")
+    out += _rows_table(bench, adapter, prompts)
+    out.append("</section>")
+    return out

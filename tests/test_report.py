@@ -1,0 +1,760 @@
+"""report.py: the spot check's selection and Markdown, the HTML page's structure, a real browser's render."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+import zlib
+from collections.abc import Sequence
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.benchmark import file_hash
+from pytest_llmeval.report import (
+    SELECTION_RULE,
+    html_report,
+    md_block,
+    md_escape,
+    prompts_from_benchmarks,
+    select_spot_check,
+    spot_check_markdown,
+)
+
+DATA = Path(__file__).parent / "data"
+HOSTILE = "a|b `tick` **bold** <script>alert(1)</script>\nsecond line ``` fence"
+
+
+def side(output: str | None, value: float, threshold: float = 1.0, **details: Any) -> dict[str, Any]:
+    """One model's side of a row: output and score, as runner.score_row records them."""
+    score = {"value": value, "threshold": threshold, "passed": value >= threshold, **details}
+    return {"output": output, "score": score}
+
+
+def row(
+    nodeid: str,
+    base: float | None = 0.0,
+    adapter: float | None = 0.0,
+    *,
+    threshold: float = 1.0,
+    base_output: str | None = "base says",
+    adapter_output: str | None = "adapter says",
+    with_adapter: bool = True,
+    difficulty: str = "easy",
+    evaluation_type: str = "exact_match",
+    expected: str = "right",
+    error: str | None = None,
+    skipped: str | None = None,
+) -> dict[str, Any]:
+    """A results.json row; base=None makes a row whose scoring failed (error) or was skipped."""
+    record: dict[str, Any] = {
+        "nodeid": nodeid,
+        "id": nodeid.split("::")[1],
+        "line": 1,
+        "difficulty": difficulty,
+        "evaluation_type": evaluation_type,
+        "evaluation_config": {},
+        "tags": ["t"],
+        "expected_output": expected,
+        "base": None if base is None else side(base_output, base, threshold),
+        "adapter": None
+        if base is None or adapter is None or not with_adapter
+        else side(adapter_output, adapter, threshold),
+        "error": error,
+    }
+    if skipped:
+        record["skipped"] = skipped
+    primary = record["adapter"] or record["base"]
+    record["passed"] = bool(primary and primary["score"]["passed"])
+    return record
+
+
+def document(
+    rows: Sequence[dict[str, Any]], *, adapter: bool = True, complete: bool = True, reason: str | None = None
+) -> dict[str, Any]:
+    """A results.json document around `rows`: one benchmark entry per file, summaries computed roughly."""
+    by_bench: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_bench.setdefault(r["nodeid"].split("::")[0], []).append(r)
+    benchmarks = []
+    for name, rs in sorted(by_bench.items()):
+
+        def mean(who: str, rs: list[dict[str, Any]] = rs) -> float | None:
+            vals = [r[who]["score"]["value"] for r in rs if r.get(who)]
+            return sum(vals) / len(vals) if vals else None
+
+        base, adapter_score = mean("base"), mean("adapter")
+        benchmarks.append(
+            {
+                "benchmark_file": name,
+                "benchmark_hash": None,
+                "n_examples": len(rs),
+                "evaluation_type": "exact_match",
+                "evaluation_types": ["exact_match"],
+                "domain": None,
+                "results": {
+                    "adapter_score": adapter_score,
+                    "base_model_score": base,
+                    "improvement_absolute": None
+                    if adapter_score is None or base is None
+                    else adapter_score - base,
+                    "improvement_relative": None,
+                    "per_difficulty": {
+                        "easy": {"adapter": adapter_score, "base": base, "n": len(rs)},
+                        "medium": {"adapter": None, "base": None, "n": 0},
+                        "hard": {"adapter": None, "base": None, "n": 0},
+                    },
+                    "n_passed": sum(r["passed"] for r in rs),
+                    "n_errors": sum(bool(r["error"]) for r in rs),
+                    "n_skipped": sum(bool(r.get("skipped")) for r in rs),
+                },
+                "statistics": None,
+                "gates": {
+                    "size": {
+                        "gate": "size",
+                        "status": "fail",
+                        "passed": False,
+                        "message": "<b>too</b> small",
+                    },
+                    "held_out": {
+                        "gate": "held_out",
+                        "status": "warn",
+                        "passed": True,
+                        "message": "1 near dup",
+                    },
+                },
+                "rows": rs,
+            }
+        )
+    return {
+        "schema_version": 1,
+        "mode": "adapter_vs_base" if adapter else "base_only",
+        "adapter_name": "demo" if adapter else None,
+        "adapter_version": "1.0" if adapter else None,
+        "adapter_path": "adapters/demo" if adapter else None,
+        "base_model": "tiny-base",
+        "timestamp": "2024-05-06T07:08:09+00:00",
+        "complete": complete,
+        "incomplete_reason": reason,
+        "composite": None,
+        "benchmarks": benchmarks,
+    }
+
+
+def ids(picks: Sequence[tuple[Any, str]]) -> list[str]:
+    return [str(r["id"]) for r, _ in picks]
+
+
+def real_document() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((DATA / "report_results.json").read_text(encoding="utf-8"))
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Selection
+
+
+def test_selection_regressions_then_a_failure_then_improvements() -> None:
+    rows = [
+        row("a.jsonl::same", 1.0, 1.0),
+        row("a.jsonl::fixed-small", 0.4, 0.6, threshold=0.5),
+        row("a.jsonl::both-fail", 0.0, 0.0),
+        row("a.jsonl::worse", 1.0, 0.6, threshold=0.5),
+        row("a.jsonl::flip", 1.0, 0.0),
+        row("b.jsonl::fixed-big", 0.0, 1.0),
+        row("b.jsonl::better", 0.1, 0.4, threshold=0.5),
+    ]
+    picks = select_spot_check(document(rows), 5)
+    assert ids(picks) == ["flip", "worse", "both-fail", "fixed-big", "fixed-small"]
+    whys = [why for _, why in picks]
+    assert whys[0].startswith("Regression: the base passed (1.00) and the adapter fails (0.00)")
+    assert whys[1].startswith("Regression: the adapter scores lower")
+    assert whys[2].startswith("Still wrong: both fail")
+    assert all(w.startswith("Improvement") for w in whys[3:])
+
+
+def test_improvements_ordered_by_flip_then_gain_then_node_id() -> None:
+    rows = [
+        row("a.jsonl::g2", 0.2, 0.4, threshold=0.9),
+        row("a.jsonl::g5", 0.1, 0.6, threshold=0.9),
+        row("a.jsonl::flip-b", 0.5, 1.0, threshold=0.9),
+        row("a.jsonl::flip-a", 0.5, 1.0, threshold=0.9),
+        row("a.jsonl::flip-big", 0.0, 1.0, threshold=0.9),
+        row("a.jsonl::still", 0.0, 0.0),
+    ]
+    picks = select_spot_check(document(rows), 6)
+    assert ids(picks) == ["still", "flip-big", "flip-a", "flip-b", "g5", "g2"]
+
+
+def test_regressions_take_at_most_half_and_a_failure_is_always_shown() -> None:
+    rows = [row(f"a.jsonl::reg-{i}", 1.0, 0.0) for i in range(8)]
+    rows += [row(f"a.jsonl::fix-{i}", 0.0, 1.0) for i in range(8)]
+    picks = select_spot_check(document(rows), 5)
+    assert ids(picks) == ["reg-0", "reg-1", "fix-0", "fix-1", "fix-2"]
+    # A failure is among them: the regressions are rows the adapter fails.
+    assert any(not r["passed"] for r, _ in picks)
+
+
+def test_spread_across_benchmarks_among_equals() -> None:
+    rows = [row(f"{b}.jsonl::{b}-{i}", 0.0, 1.0) for b in ("a", "b", "c") for i in range(3)]
+    assert ids(select_spot_check(document(rows), 5)) == ["a-0", "b-0", "c-0", "a-1", "b-1"]
+
+
+def test_selection_is_deterministic_whatever_the_row_order() -> None:
+    rows = [row(f"a.jsonl::r{i}", float(i % 3 == 0), float(i % 2 == 0)) for i in range(30)]
+    first = ids(select_spot_check(document(rows), 5))
+    shuffled = rows[:]
+    random.Random(4).shuffle(shuffled)
+    assert ids(select_spot_check(document(shuffled), 5)) == first
+
+
+def test_more_rows_asked_than_exist_gives_each_once() -> None:
+    rows = [
+        row("a.jsonl::x", 0.0, 1.0),
+        row("a.jsonl::y", 1.0, 1.0),
+        row("a.jsonl::z", None, None, error="boom"),
+    ]
+    picks = select_spot_check(document(rows), 10)
+    assert sorted(ids(picks)) == ["x", "y", "z"]
+    assert ids(picks)[-1] == "z"  # an errored row is shown last, never as an improvement
+
+
+def test_errors_and_skips_are_never_candidates_before_scored_rows() -> None:
+    rows = [
+        row("a.jsonl::err", None, None, error="a.jsonl:1: scorer 'exact_match' raised ValueError"),
+        row("a.jsonl::skip", None, None, skipped="sandbox unavailable"),
+        row("a.jsonl::ok", 0.0, 1.0),
+    ]
+    picks = select_spot_check(document(rows), 2)
+    assert ids(picks) == ["ok", "err"]
+    assert picks[1][1].startswith("Error: a.jsonl:1: scorer")
+    md = spot_check_markdown(document(rows), n=3)
+    assert "Skipped: sandbox unavailable" in md
+    assert "no score" in md
+
+
+def test_base_only_failures_first() -> None:
+    rows = [
+        row("a.jsonl::pass", 1.0, with_adapter=False),
+        row("a.jsonl::half", 0.5, with_adapter=False),
+        row("a.jsonl::zero", 0.0, with_adapter=False),
+    ]
+    doc = document(rows, adapter=False)
+    picks = select_spot_check(doc, 5)
+    assert ids(picks) == ["zero", "half", "pass"]
+    assert picks[0][1] == "The base model fails (0.00)."
+    md = spot_check_markdown(doc)
+    assert "(base model only)" in md
+    assert "| | Base |\n|---|---|\n" in md
+
+
+def test_real_run_picks_regressions_a_failure_and_improvements() -> None:
+    picks = select_spot_check(real_document(), 5)
+    whys = [w.split(":")[0] for _, w in picks]
+    assert whys == ["Regression", "Regression", "Still wrong", "Improvement", "Improvement"]
+    benches = {r["nodeid"].split("::")[0] for r, _ in picks}
+    assert benches == {
+        "benchmarks/dates.jsonl",
+        "benchmarks/japanese_text.jsonl",
+        "benchmarks/sentiment.jsonl",
+    }
+    # Among perplexity regressions of equal score drop, the larger rise in perplexity comes first.
+    assert ids(picks)[0] == "ja-014"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Markdown
+
+
+def test_markdown_header_prompt_expected_and_side_by_side() -> None:
+    r = row("benchmarks/d.jsonl::d-1", 0.0, 1.0, base_output="2024-1-5", adapter_output="2024-01-05")
+    r.update(instruction="Convert the date.", input="Jan 5th, 2024", expected_output="2024-01-05")
+    md = spot_check_markdown(document([r]))
+    assert md.startswith("# Spot check: demo 1.0\n")
+    assert "Adapter **demo**, version 1.0 (`adapters/demo`), against the base model **tiny-base**." in md
+    assert "## 1. `benchmarks/d.jsonl` :: `d-1`" in md
+    assert "```\nConvert the date.\n\nJan 5th, 2024\n```" in md
+    assert "**Expected:** 2024-01-05" in md
+    assert "| Answer | 2024-1-5 | 2024-01-05 |" in md
+    assert "| Score | 0.00, fail | 1.00, pass |" in md
+    assert md.rstrip().endswith(md_escape(SELECTION_RULE))
+
+
+def test_markdown_prompts_from_a_mapping_when_rows_lack_them() -> None:
+    r = row("a.jsonl::x", 0.0, 1.0)
+    md = spot_check_markdown(document([r]), prompts={"a.jsonl::x": {"instruction": "Do it", "input": ""}})
+    assert "```\nDo it\n```" in md
+    assert "*(not recorded)*" in spot_check_markdown(document([r]))
+
+
+def _unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def test_markdown_escapes_hostile_outputs_in_the_table() -> None:
+    short = "a|b <script>alert(1)</script> `x` *y* [z](http://e.com)"
+    md = spot_check_markdown(document([row("a.jsonl::x", 0.0, 1.0, base_output=short, adapter_output="ok")]))
+    answer = next(line for line in md.splitlines() if line.startswith("| Answer"))
+    assert _unescaped_pipes(answer) == 4  # | Answer | base | adapter |: the output's own pipe is escaped
+    assert re.search(r"(?<!\\)<(?!br>)", md) is None  # the only raw tag is the <br> of a newline
+    assert r"a\|b \<script>alert(1)\</script>" in answer
+    assert r"\`x\`" in answer and r"\*y\*" in answer and r"\[z\]" in answer
+
+
+def test_markdown_puts_multiline_outputs_in_fences_longer_than_any_backtick_run() -> None:
+    md = spot_check_markdown(
+        document([row("a.jsonl::x", 0.0, 1.0, base_output=HOSTILE, adapter_output="ok")])
+    )
+    assert "| Answer | see base answer below | see adapter answer below |" in md
+    assert "**Base answer**\n\n````\n" + HOSTILE + "\n````" in md
+    assert md_block("has ````` five") == "``````\nhas ````` five\n``````"
+
+
+def test_markdown_renders_to_the_intended_structure() -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    short = "a|b <script>alert(1)</script> `x`"
+    rows = [
+        row("a.jsonl::x", 0.0, 1.0, base_output=short, adapter_output="fine"),
+        row("a.jsonl::y", 1.0, 0.0, base_output=HOSTILE, adapter_output="</td></tr></table>"),
+    ]
+    rendered = (
+        markdown_it.MarkdownIt("commonmark").enable("table").render(spot_check_markdown(document(rows)))
+    )
+    assert "<script>" not in rendered
+    assert rendered.count("<table>") == 2
+    assert rendered.count("<h2>") == 2
+    for table in re.findall(r"<table>.*?</table>", rendered, flags=re.S):
+        for tr in re.findall(r"<tr>.*?</tr>", table, flags=re.S):
+            assert len(re.findall(r"<t[hd][ >]", tr)) == 3, tr
+    assert "a|b &lt;script&gt;alert(1)&lt;/script&gt; <code>" not in rendered  # backticks escaped, not code
+    assert "a|b &lt;script&gt;alert(1)&lt;/script&gt; `x`" in rendered
+
+
+def test_markdown_truncates_long_outputs_with_a_marker() -> None:
+    md = spot_check_markdown(document([row("a.jsonl::x", 0.0, 1.0, base_output="x" * 5000)]))
+    assert "[… truncated: 3800 more characters]" in md
+    assert "x" * 5000 not in md
+
+
+def test_markdown_measured_and_code_rows() -> None:
+    ppl = row("p.jsonl::p", evaluation_type="perplexity", expected="", base_output=None, adapter_output=None)
+    ppl["base"]["score"].update(
+        value=1.0, passed=True, perplexity=20.0, cross_entropy=3.0, n_tokens=9, max_perplexity=60
+    )
+    ppl["adapter"]["score"].update(perplexity=70.5, cross_entropy=4.25, n_tokens=9, max_perplexity=60)
+    mc = row("m.jsonl::m", 0.0, 1.0, evaluation_type="multiple_choice", base_output=None, adapter_output=None)
+    mc["evaluation_config"] = {"choices": ["red", "blue"]}
+    mc["base"]["score"].update(predicted_index=0, predicted="red")
+    mc["adapter"]["score"].update(predicted_index=1, predicted="blue")
+    code = row(
+        "c.jsonl::c", 0.0, 1.0, evaluation_type="code_execution", base_output="```python\nprint(1)\n```"
+    )
+    code["base"]["score"].update(
+        code="print(1)", passed_cases=0, counted_cases=2, verdicts={"wrong_output": 2}
+    )
+    code["adapter"]["score"].update(code="print(2)", passed_cases=2, counted_cases=2, verdicts={"passed": 2})
+    md = spot_check_markdown(document([ppl, mc, code]))
+    assert (
+        "| Answer | perplexity 20.00 over 9 tokens (bound 60) | perplexity 70.50 over 9 tokens (bound 60) |"
+        in md
+    )
+    assert "Perplexity 20.00 → 70.50." in md
+    assert '| Answer | chose "red" (choice 1 of 2) | chose "blue" (choice 2 of 2) |' in md
+    assert "**Base answer**\n\n```python\nprint(1)\n```" in md
+    assert "0 of 2 test cases passed (wrong\\_output 2)" in md
+
+
+def test_markdown_empty_and_incomplete_runs() -> None:
+    md = spot_check_markdown(
+        document([], complete=False, reason="stopped early: KeyboardInterrupt; 0 of 9 rows")
+    )
+    assert "No benchmark rows in this run" in md
+    assert "> **Incomplete run:** stopped early: KeyboardInterrupt; 0 of 9 rows" in md
+
+
+def test_prompts_from_benchmarks_only_when_the_file_is_unchanged(tmp_path: Path) -> None:
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(
+        json.dumps({"id": "x", "instruction": "Say hi", "input": "now"}) + "\n", encoding="utf-8"
+    )
+    doc = document([row("b.jsonl::x", 0.0, 1.0)])
+    doc["benchmarks"][0]["benchmark_hash"] = file_hash(bench.read_bytes())
+    assert prompts_from_benchmarks(doc, tmp_path) == {"b.jsonl::x": {"instruction": "Say hi", "input": "now"}}
+    bench.write_text(json.dumps({"id": "x", "instruction": "Changed", "input": ""}) + "\n", encoding="utf-8")
+    assert prompts_from_benchmarks(doc, tmp_path) == {}
+    assert prompts_from_benchmarks(doc, tmp_path / "missing") == {}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# HTML structure
+
+VOID = {"meta", "br", "input", "img", "link", "hr", "col", "wbr", "source", "area", "base", "embed", "track"}
+SVG_EMPTY = {"rect", "line", "path", "circle"}  # written as <x/>: html.parser reports them as startend
+
+
+class Structure(HTMLParser):
+    """Checks nesting (every opened tag closed in order) and collects what the assertions need."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.svg_children: list[list[str]] = []
+        self.title = ""
+        self._in: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "svg":
+            self.svg_children.append([])
+        elif self.svg_children and "svg" in self.stack:
+            self.svg_children[-1].append(tag)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if self.svg_children and "svg" in self.stack:
+            self.svg_children[-1].append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self.stack and self.stack[-1] == "title" and "svg" not in self.stack:
+            self.title += data
+        if "script" not in self.stack and "style" not in self.stack:
+            self.text.append(data)
+
+
+def parse(page: str) -> Structure:
+    parser = Structure()
+    parser.feed(page)
+    parser.close()
+    assert parser.errors == []
+    assert parser.stack == []
+    return parser
+
+
+def check_self_contained(parsed: Structure) -> None:
+    """No resource from elsewhere: no http(s) in src/href, no <script src>, no stylesheet link, no @import."""
+    for tag, attrs in parsed.tags:
+        for name in ("src", "href", "xlink:href", "action", "data"):
+            value = attrs.get(name) or ""
+            assert not re.match(r"\s*(https?:)?//", value), (tag, name, value)
+        assert not (tag == "script" and "src" in attrs)
+        assert tag not in ("link", "iframe", "object", "embed", "img")
+
+
+def test_html_is_well_formed_self_contained_and_accessible() -> None:
+    page = html_report(real_document())
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en">')
+    parsed = parse(page)
+    check_self_contained(parsed)
+    assert "@import" not in page and "url(http" not in page
+    assert parsed.title == "Evaluation report: date-iso 1.0.0 against embedded:SmolLM2-135M-Instruct"
+    assert [t for t, _ in parsed.tags].count("h1") == 1
+    assert [t for t, _ in parsed.tags].count("script") == 1
+    svgs = [a for t, a in parsed.tags if t == "svg"]
+    assert len(svgs) == 6  # per benchmark: difficulty bars and the distribution of differences
+    for attrs, children in zip(svgs, parsed.svg_children, strict=True):
+        assert attrs["role"] == "img"
+        labelled = (attrs["aria-labelledby"] or "").split()
+        assert children[:2] == ["title", "desc"]
+        assert [a.get("id") for t, a in parsed.tags if t in ("title", "desc") and a.get("id") in labelled]
+    ids_ = [a["id"] for _, a in parsed.tags if a.get("id")]
+    assert len(ids_) == len(set(ids_))
+    text = "".join(parsed.text)
+    for gate in ("better_than_base", "no_degradation", "held_out"):
+        assert gate in text
+    assert "✔ PASS" in text and "! WARN" in text
+    assert "McNemar exact test p = 1.4e-14" in text
+    assert "Corpus perplexity" in text and "Weighted composite score" in text
+    tables = [a for t, a in parsed.tags if t == "table" and a.get("class") == "rows"]
+    assert len(tables) == 3
+    assert len([a for t, a in parsed.tags if t == "tr" and a.get("data-change")]) == 14
+
+
+def test_html_row_table_columns_and_escaping() -> None:
+    rows = [
+        row("a.jsonl::x", 0.0, 1.0, base_output=HOSTILE, adapter_output="fine", expected="<b>e</b>"),
+        row("a.jsonl::y", 1.0, 0.0, base_output="", adapter_output="</td></tr></table>"),
+        row("a.jsonl::z", None, None, error="boom <i>"),
+    ]
+    page = html_report(document(rows))
+    parsed = parse(page)
+    check_self_contained(parsed)
+    assert [t for t, _ in parsed.tags].count("script") == 1
+    assert [t for t, _ in parsed.tags].count("b") == 0 and [t for t, _ in parsed.tags].count("i") == 0
+    heads = re.findall(r'<th scope="col">([^<]*)</th>', page.split('class="rows"')[1].split("</thead>")[0])
+    assert heads == [
+        "id",
+        "difficulty",
+        "type",
+        "expected",
+        "base output",
+        "base score",
+        "adapter output",
+        "adapter score",
+        "result",
+    ]
+    assert "a|b `tick` **bold** &lt;script&gt;alert(1)&lt;/script&gt;\nsecond line ``` fence" in page
+    assert "&lt;/td&gt;&lt;/tr&gt;&lt;/table&gt;" in page
+    text = "".join(parsed.text)
+    assert "✘ FAIL" in text and "<b>too</b> small" in text  # the gate's message is text, not markup
+    assert "⚠ error boom <i>" in text
+    changes = [a["data-change"] for t, a in parsed.tags if t == "tr" and a.get("data-change")]
+    assert changes == ["fixed", "regression", "error"]
+
+
+def test_html_base_only_has_no_adapter_columns_and_one_chart() -> None:
+    rows = [row("a.jsonl::x", 0.0, with_adapter=False), row("a.jsonl::y", 1.0, with_adapter=False)]
+    page = html_report(document(rows, adapter=False))
+    parsed = parse(page)
+    assert parsed.title == "Evaluation report: tiny-base (base model only)"
+    assert [t for t, _ in parsed.tags].count("svg") == 1
+    assert "adapter output" not in page and "adapter score" not in page
+
+
+def test_html_empty_and_incomplete() -> None:
+    page = html_report(document([], complete=False, reason="stopped early: -x; 0 of 12 rows finished"))
+    parsed = parse(page)
+    alert = [a for t, a in parsed.tags if a.get("role") == "alert"]
+    assert len(alert) == 1
+    assert "Incomplete run: stopped early: -x; 0 of 12 rows finished." in "".join(parsed.text)
+    assert "No benchmark rows in this run" in page
+    assert [t for t, _ in parsed.tags].count("svg") == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A real browser: headless Chromium renders the page without console errors and paints something
+
+CHROMIUM = next(
+    (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)),
+    None,
+)
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    # No name resolves: anything off this machine could not load, so a clean render shows none is needed.
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def png_rows(data: bytes, count: int) -> tuple[int, int, list[list[bytes]]]:
+    """(width, height, the first `count` rows as lists of RGB pixels) of an 8-bit RGB/RGBA PNG, by hand."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    bpp = 3 if colour == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[list[bytes]] = []
+    prev = bytearray(stride)
+    for y in range(min(count, height)):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append([bytes(line[i : i + 3]) for i in range(0, stride, bpp)])
+        prev = line
+    return width, height, rows
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    doc = real_document()
+    doc["complete"] = False
+    doc["incomplete_reason"] = "stopped early: KeyboardInterrupt; 14 of 180 rows finished"
+    # Model outputs that would run script if they were not escaped: any of them would log to the console.
+    hostile = doc["benchmarks"][0]["rows"][0]
+    hostile["base"]["output"] = (
+        "<script>console.error('injected')</script><img src=x onerror=console.error(1)>"
+    )
+    page = tmp_path / "report.html"
+    page.write_text(html_report(doc), encoding="utf-8")
+    url = page.as_uri()
+
+    dom = chromium(["--dump-dom", url], tmp_path / "profile-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    consoles = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert consoles == [], consoles  # uncaught exceptions and console.error both land here
+    assert 'data-js="ready"' in dom.stdout  # the inline script ran to its end
+    assert 'class="toolbar"' in dom.stdout
+    shown = re.findall(r">(\d+) of (\d+) rows shown</span>", dom.stdout)
+    assert shown == [(str(len(b["rows"])),) * 2 for b in doc["benchmarks"]]
+    assert dom.stdout.count("<svg") == 6
+
+    shot = tmp_path / "report.png"
+    run = chromium([f"--screenshot={shot}", "--window-size=1280,2000", url], tmp_path / "profile-shot")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [line for line in run.stderr.splitlines() if ":CONSOLE" in line] == []
+    data = shot.read_bytes()
+    width, height, rows = png_rows(data, 420)
+    assert (width, height) == (1280, 2000)
+    assert len(data) > 20_000  # a blank page compresses to a few kB
+    pixels = {pixel for line in rows[::3] for pixel in line[::5]}
+    assert len(pixels) > 20  # text, the incomplete-run banner, borders: not one colour
+    assert any(p[0] > 200 and p[2] < 120 for p in pixels)  # the banner's orange-red border painted
+    keep = os.environ.get("LLMEVAL_REPORT_SCREENSHOT")
+    if keep:
+        shutil.copyfile(shot, keep)
+
+
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+class WebDriver:
+    """The few W3C WebDriver calls the test needs, over plain HTTP (no selenium)."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+        self.session = ""
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.base}{path}", data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["value"]
+
+    def run(self, script: str, *args: Any) -> Any:
+        return self.call(
+            "POST", f"/session/{self.session}/execute/sync", {"script": script, "args": list(args)}
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="headless Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
+)
+def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(html_report(real_document()), encoding="utf-8")
+    port = free_port()
+    assert CHROMEDRIVER is not None and CHROMIUM is not None
+    driver = subprocess.Popen(
+        [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    web = WebDriver(port)
+    try:
+        for _ in range(100):
+            try:
+                if web.call("GET", "/status")["ready"]:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        args = [a for a in CHROMIUM_FLAGS if not a.startswith(("--enable-logging", "--v="))]
+        options = {"binary": CHROMIUM, "args": [*args, f"--user-data-dir={tmp_path / 'profile'}"]}
+        capabilities = {"browserName": "chrome", "goog:chromeOptions": options}
+        capabilities["goog:loggingPrefs"] = {"browser": "ALL"}
+        web.session = web.call("POST", "/session", {"capabilities": {"alwaysMatch": capabilities}})[
+            "sessionId"
+        ]
+        web.call("POST", f"/session/{web.session}/url", {"url": page.as_uri()})
+        ids_of = "return Array.from(document.querySelectorAll('table.rows')[0].tBodies[0].rows)" + (
+            ".filter(r => !r.hidden).map(r => r.cells[0].textContent.trim())"
+        )
+        assert web.run(ids_of) == [
+            "dates-001",
+            "dates-002",
+            "dates-003",
+            "dates-005",
+            "dates-009",
+            "dates-015",
+        ]
+        # Sort by the base score, twice: ascending, then descending (ties keep their order).
+        web.run(
+            "document.querySelectorAll('table.rows')[0].tHead.rows[0].cells[5].querySelector('button').click()"
+        )
+        assert web.run(ids_of)[-2:] == ["dates-002", "dates-015"]
+        web.run(
+            "document.querySelectorAll('table.rows')[0].tHead.rows[0].cells[5].querySelector('button').click()"
+        )
+        assert web.run(ids_of)[:2] == ["dates-002", "dates-015"]
+        sort = web.run("return document.querySelectorAll('table.rows')[0].tHead.rows[0].cells[5].ariaSort")
+        assert sort == "descending"
+        # Show failed rows only, then filter by text.
+        web.run(
+            "const s = document.querySelectorAll('.toolbar select')[0];"
+            "s.value = 'fail'; s.dispatchEvent(new Event('change'));"
+        )
+        assert web.run(ids_of) == ["dates-005"]
+        web.run(
+            "const s = document.querySelectorAll('.toolbar select')[0]; s.value = 'all';"
+            "s.dispatchEvent(new Event('change')); const i = document.querySelectorAll('.toolbar input')[0];"
+            "i.value = 'T00:00'; i.dispatchEvent(new Event('input'));"
+        )
+        assert web.run(ids_of) == ["dates-001"]
+        assert web.run("return document.querySelector('.toolbar span').textContent") == "1 of 6 rows shown"
+        logs = web.call("POST", f"/session/{web.session}/se/log", {"type": "browser"})
+        assert [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")] == []
+    finally:
+        if web.session:
+            web.call("DELETE", f"/session/{web.session}")
+        driver.terminate()
+        driver.wait(timeout=10)
