@@ -15,10 +15,9 @@ import argparse
 import time
 from pathlib import Path
 
-from pytest_llmeval.benchmark import load_benchmark
 from pytest_llmeval.generation import build_prompt, generate
 from pytest_llmeval.models import ModelSpec, load
-from pytest_llmeval.scorers import SCORERS
+from pytest_llmeval.scorers import SCORERS, read_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,11 +40,10 @@ def main() -> None:
 
     import torch
 
-    validators = {name: s.validate for name, s in SCORERS.items()}
     cases = [
         c
         for path in args.benchmarks
-        for c in load_benchmark(path, validators).cases
+        for c in read_benchmark(path).cases
         if SCORERS[c.evaluation_type].measure is None  # perplexity rows generate nothing
     ]
     # Interleave the files so both batched and reference see the same mix of prompt lengths.

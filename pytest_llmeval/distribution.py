@@ -60,6 +60,10 @@ class XdistHooks:
         # Every worker that loaded the model reports the same metadata; keep the richest one.
         if meta and (run.worker_meta is None or len(meta) > len(run.worker_meta)):
             run.worker_meta = meta
+        # Cache counts differ per worker (each generated its own chunks): summed, not picked.
+        cache = ((meta or {}).get("inference_config") or {}).get("cache") or {}
+        if cache.get("enabled"):
+            run.add_worker_cache(cache)
 
 
 def config_of(node: Any) -> pytest.Config:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.benchmark import BenchmarkError, Case, load_benchmark
+from pytest_llmeval.benchmark import BenchmarkError, Case
 from pytest_llmeval.gates import Verdict
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowError, RowResult, gate_names, in_domain
-from pytest_llmeval.scorers import SCORERS, custom
+from pytest_llmeval.scorers import custom, read_benchmark
 
 RUN_KEY = pytest.StashKey[EvalRun]()
 
@@ -56,12 +56,7 @@ class BenchmarkFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            benchmark = load_benchmark(
-                self.path,
-                {name: s.validate for name, s in SCORERS.items()},
-                {name: s.field_rule for name, s in SCORERS.items() if s.field_rule is not None},
-                {name: s.validate_row for name, s in SCORERS.items() if s.validate_row is not None},
-            )
+            benchmark = read_benchmark(self.path)
         except BenchmarkError as exc:
             # Name the file relative to the rootdir, as the user typed it, with the line of every problem.
             rel = self.benchmark

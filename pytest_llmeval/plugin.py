@@ -220,6 +220,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "are skipped where the machine cannot), basic (process-level only, with a warning), auto (default: "
         "strict when the machine supports it, else basic)",
     )
+    group.addoption(
+        "--llmeval-cache-dir",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="where generated outputs are kept, keyed by the contents of the model, adapter and tokenizer, "
+        "the prompt and the decoding settings (default: pytest's cache, .pytest_cache/d/llmeval)",
+    )
+    group.addoption(
+        "--llmeval-no-cache",
+        action="store_true",
+        default=False,
+        help="generate every output, serve none from the generation cache and keep none",
+    )
     parser.addini(
         "llmeval_files",
         type="args",
@@ -337,6 +351,7 @@ def pytest_configure(config: pytest.Config) -> None:
         sandbox_mode=opt.llmeval_sandbox,
         judge_model=opt.llmeval_judge_model,
         composite_weights=_composite_weights(config),
+        cache_dir=_generation_cache_dir(config),
     )
     run = EvalRun(options=options, previous=_previous_results(config))
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
@@ -353,6 +368,23 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_llmeval.distribution import XdistHooks
 
         config.pluginmanager.register(XdistHooks(), "llmeval-xdist")
+
+
+def _generation_cache_dir(config: pytest.Config) -> Path | None:
+    """--llmeval-cache-dir, else pytest's cache folder; None with --llmeval-no-cache."""
+    opt = config.option
+    if opt.llmeval_no_cache:
+        if opt.llmeval_cache_dir is not None:
+            raise pytest.UsageError("--llmeval-no-cache and --llmeval-cache-dir contradict: pass one of them")
+        return None
+    if opt.llmeval_cache_dir is not None:
+        return Path(config.invocation_params.dir / opt.llmeval_cache_dir)
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir("llmeval"))
+    # -p no:cacheprovider: the folder the cacheprovider uses by default, so that turning it off neither
+    # loses the outputs nor moves them elsewhere; --llmeval-no-cache is how to keep none.
+    return config.rootpath / ".pytest_cache" / "d" / "llmeval"
 
 
 def _previous_results(config: pytest.Config) -> dict[str, Any] | None:
@@ -527,6 +559,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     if run.expected_rows is not None and len(records) < run.expected_rows:
         reasons.append(f"{len(records)} of {run.expected_rows} rows finished")
     meta = run.meta() if run.worker_meta is None else run.worker_meta
+    if run.worker_cache is not None and isinstance(meta.get("inference_config"), dict):
+        meta["inference_config"]["cache"] = run.cache_info()  # every worker's counts, not one worker's
     from pytest_llmeval.results import build_results, write_atomic, write_text_atomic
 
     document = build_results(
@@ -592,6 +626,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"note: {document['base_model_note']}")
     for line in summary_lines(document, verbose=config.option.verbose >= -1):
         terminalreporter.write_line(line)
+    cache_info = (document.get("inference_config") or {}).get("cache") or {}
+    if cache_info.get("enabled"):
+        from pytest_llmeval.cache import summary_line
+
+        terminalreporter.write_line(summary_line(cache_info))
     unmatched = (document.get("predictions") or {}).get("unmatched_ids")
     if unmatched:
         shown = ", ".join(unmatched[:10]) + (

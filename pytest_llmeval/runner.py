@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_llmeval import gates
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
+from pytest_llmeval.cache import CacheStats, FileIndex, GenerationCache, ModelIdentity, identify
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
 from pytest_llmeval.results import compare_with_previous, comparison_values
@@ -68,6 +69,7 @@ class RunOptions:
     judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
     composite_weights: dict[str, float] | None = None  # None: results.DEFAULT_COMPOSITE_WEIGHTS
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
+    cache_dir: Path | None = None  # --llmeval-cache-dir (default: pytest's cache); None: --llmeval-no-cache
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,10 @@ class EvalRun:
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
     _load_error: ModelError | None = None
+    cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
+    _cache_identity: ModelIdentity | None = None
+    _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
+    worker_cache: dict[str, Any] | None = None  # xdist controller: the workers' cache counts, summed
 
     @property
     def has_adapter(self) -> bool:
@@ -279,10 +285,24 @@ class EvalRun:
         limits = [int(c.evaluation_config.get("max_new_tokens", self.options.max_new_tokens)) for c in cases]
 
         def run(adapter: bool) -> list[str]:
-            with loaded.adapter_enabled(adapter):
-                return generate(
-                    loaded.model, loaded.tokenizer, prompts, max_new_tokens=limits, batch_size=len(prompts)
-                )
+            def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
+                with loaded.adapter_enabled(adapter):
+                    return generate(
+                        loaded.model,
+                        loaded.tokenizer,
+                        batch,
+                        max_new_tokens=batch_limits,
+                        batch_size=len(batch),
+                    )
+
+            cached = self._generation_cache()
+            if cached is None:
+                return produce(prompts, limits)
+            cache, identity = cached
+            # Stored outputs are served; the misses are generated together, in one batch.
+            texts = cache.generate(identity, "adapter" if adapter else "base", prompts, limits, produce)
+            self.notices.extend(cache.take_problems())
+            return texts
 
         base = run(False)
         adapter: list[str | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
@@ -291,6 +311,43 @@ class EvalRun:
             fluency = self._fluency([c.expected_output for c in cases], base, adapter)
         for n, b, a, f in zip(nodeids, base, adapter, fluency, strict=True):
             self.outputs[n] = RowOutputs(base=b, adapter=a, fluency=f)
+
+    def _generation_cache(self) -> tuple[GenerationCache, ModelIdentity] | None:
+        """The generation cache and the loaded model's identity in it; None when off or unusable."""
+        if self.options.cache_dir is None or self._cache_off:
+            return None
+        if self.cache is None or self._cache_identity is None:
+            from pytest_llmeval import models
+
+            # File hashes are kept beside the converted models: valid machine-wide, so a new project or a
+            # pytester run in a fresh folder does not read a multi-GB model again.
+            index = FileIndex(models.cache_dir() / "file-hashes.json")
+            cache = GenerationCache(self.options.cache_dir, index=index)
+            try:
+                self._cache_identity = identify(self.loaded(), index)
+            except OSError as exc:
+                self._cache_off = True
+                self.notices.append(f"generation cache off: cannot read the model's files ({exc})")
+                return None
+            self.cache = cache
+        return self.cache, self._cache_identity
+
+    def cache_info(self) -> dict[str, Any]:
+        """results.json's inference_config.cache: where it is, and rows served or generated per side."""
+        if self.options.cache_dir is None:
+            return {"enabled": False}
+        if self.worker_cache is not None:
+            return self.worker_cache
+        stats = self.cache.stats if self.cache is not None else CacheStats()
+        return {"enabled": True, "dir": str(self.options.cache_dir), **stats.to_json()}
+
+    def add_worker_cache(self, info: dict[str, Any]) -> None:
+        """Add one xdist worker's cache counts (its cache_info()) to the run's."""
+        total = CacheStats()
+        for part in (self.worker_cache, info):
+            if part is not None:
+                total.add(part)
+        self.worker_cache = {**info, **total.to_json()}
 
     def _fluency(
         self, references: list[str], base: list[str], adapter: list[str | None]
@@ -749,6 +806,7 @@ class EvalRun:
                 "batch_size": self.options.batch_size,
                 "device": spec.device,
                 "dtype": spec.dtype,
+                "cache": self.cache_info(),
             },
         }
         if self.options.predictions is not None:

@@ -26,7 +26,9 @@ def _rootdir(pytester: pytest.Pytester) -> None:
 
 def model_args(tiny_model: Path, tiny_adapter: Path | None = None, *, gates: bool = False) -> list[str]:
     # `--opt=value`: pytest takes separate path-like arguments into account when it picks the rootdir.
-    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider"]
+    # No generation cache: these tests run the plugin several times in one folder, and each run must
+    # generate (tests/test_cache.py is about the cache).
+    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", "--llmeval-no-cache"]
     if not gates:
         args += ["-m", "not gate"]  # these tests are about rows; tests/test_gate_items.py is about gates
     if tiny_adapter is not None:

@@ -5,6 +5,9 @@ No pytest and no torch here: scorers are plain functions, tested with plain unit
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from pytest_llmeval.benchmark import Benchmark, load_benchmark
 from pytest_llmeval.scorers import (
     bleu,
     code_execution,
@@ -19,7 +22,7 @@ from pytest_llmeval.scorers import (
 )
 from pytest_llmeval.scorers.base import Score, ScorerSpec
 
-__all__ = ["SCORERS", "Score", "ScorerSpec"]
+__all__ = ["SCORERS", "Score", "ScorerSpec", "read_benchmark"]
 
 SCORERS: dict[str, ScorerSpec] = {
     "exact_match": ScorerSpec(validate=exact_match.validate_config, score=exact_match.score),
@@ -62,3 +65,13 @@ SCORERS: dict[str, ScorerSpec] = {
         field_rule=perplexity.field_rule,
     ),
 }
+
+
+def read_benchmark(path: Path) -> Benchmark:
+    """Parse and validate a benchmark file with every evaluation type's rules (benchmark.load_benchmark)."""
+    return load_benchmark(
+        path,
+        {name: s.validate for name, s in SCORERS.items()},
+        {name: s.field_rule for name, s in SCORERS.items() if s.field_rule is not None},
+        {name: s.validate_row for name, s in SCORERS.items() if s.validate_row is not None},
+    )

@@ -1,0 +1,496 @@
+"""Content-addressed store of generated texts: an output is served only to a run that would produce it.
+
+A row's output is stored under the sha256 of its *key material* (`key_material`): fingerprints of the base
+model's files (their contents, not their paths), of the adapter's files (adapter side only), of the
+tokenizer; the exact prompt; the decoding settings; dtype and device; the versions of torch and transformers
+(and peft, adapter side only) and of the generation code; and, where outputs depend on the batch a row is
+generated in (anything but exact float32), the whole batch. The base side leaves the adapter out, so
+evaluating a new version of an adapter reuses the base's outputs.
+
+Store: one JSON file per entry at `v1/<key[:2]>/<key[2:4]>/<key>.json`, written to a temporary file in the
+same folder and renamed over the old one (atomic on POSIX, so xdist workers may write the same entries at
+once, and a reader sees a whole entry or none). Each entry carries its full key material and a checksum,
+both verified on read: a truncated, garbled or misplaced entry is a miss plus a warning in `problems`, and
+is deleted, so the next write repairs the store.
+
+File fingerprints are remembered in a small JSON index keyed by (size, mtime, ctime, inode, device), so a
+multi-GB model is read in full once, not on every run.
+
+No pytest here and no torch at import time: the runner hands over what it loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmeval.generation import DecodingConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from pytest_llmeval.models import LoadedModel
+
+FORMAT = 1
+SIDES = ("base", "adapter")
+# Linux stamps files from a coarse clock (a few ms): a file rewritten within the same tick keeps its
+# mtime. An index entry is trusted only when the file's mtime is this far before it was hashed (the "racy
+# git" problem); a file written just before hashing is hashed again on the next run, which is cheap.
+RACY_NS = 2_000_000_000
+# What from_pretrained reads from a model folder is not listed anywhere, so every top-level file counts
+# except documentation and formats it does not load from there: hashing too much costs time once,
+# hashing too little could serve one model's outputs for another.
+SKIPPED_PREFIXES = (".", "README", "LICENSE", "NOTICE", "USE_POLICY")
+SKIPPED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".gguf", ".onnx", ".h5", ".msgpack")
+# What peft reads from an adapter folder; metadata.json, training data and READMEs do not change outputs.
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+)
+# The code that turns weights and a prompt into text: an edit to it (a decoding fix) must not be served
+# outputs of the old code.
+CODE_MODULES = ("generation.py", "models.py")
+
+
+def canonical(value: Any) -> bytes:
+    """The one byte string of a JSON value that every process computes alike (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sha256_json(value: Any) -> str:
+    return hashlib.sha256(canonical(value)).hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class FileIndex:
+    """sha256 of files' contents, remembered by (size, mtime_ns, ctime_ns, inode, device) in a JSON file.
+
+    A file is read again when any of these changed, or when it was written so shortly before it was hashed
+    that a later write could keep its mtime (RACY_NS). ctime cannot be set by `touch -d` or a copy that
+    keeps times, so a same-size edit with the old mtime restored is still seen. The index is updated under
+    a lock held while hashing: xdist workers starting together read a large model once, not once each.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self.hashed = 0  # files read in full by this object; the rest came from the index
+
+    def digests(self, files: Sequence[Path]) -> list[str]:
+        """Content hashes of `files`, in order; only files changed since they were last hashed are read."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path.with_name(self.path.name + ".lock"), "a")
+        except OSError as exc:
+            self.problems.append(f"file hash index {self.path} unusable ({exc}): every file is read in full")
+            return [self._hash(f) for f in files]
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            entries = self._load()
+            out: list[str] = []
+            changed = False
+            for file in files:
+                real = file.resolve()  # hub snapshots are symlinks into a blob store
+                st = real.stat()
+                stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+                known = entries.get(str(real))
+                if known and known["stat"] == stamp and known["hashed_ns"] - st.st_mtime_ns > RACY_NS:
+                    out.append(known["sha256"])
+                    continue
+                hashed_ns = time.time_ns()
+                digest = self._hash(real)
+                entries[str(real)] = {"stat": stamp, "sha256": digest, "hashed_ns": hashed_ns}
+                out.append(digest)
+                changed = True
+            if changed:
+                self._save(entries)
+            return out
+
+    def _hash(self, path: Path) -> str:
+        self.hashed += 1
+        return _sha256_file(path)
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        """The index's entries; a damaged index is reported and rebuilt from nothing (files are re-read)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            self.problems.append(f"file hash index {self.path} unreadable ({exc}): rebuilding it")
+            return {}
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError("not an index of this format")
+            files = data["files"]
+            if not isinstance(files, dict):
+                raise ValueError("'files' is not an object")
+        except (ValueError, KeyError) as exc:
+            self.problems.append(f"file hash index {self.path} damaged ({exc}): rebuilding it")
+            return {}
+        valid = {path: entry for path, entry in files.items() if _valid_index_entry(entry)}
+        if len(valid) < len(files):
+            self.problems.append(
+                f"file hash index {self.path}: {len(files) - len(valid)} damaged entries dropped (re-read)"
+            )
+        return valid
+
+    def _save(self, entries: dict[str, dict[str, Any]]) -> None:
+        # Entries of files that are gone (temporary models of a test run) would only grow the index.
+        kept = {path: entry for path, entry in entries.items() if os.path.exists(path)}
+        try:
+            _write_atomic(self.path, canonical({"format": FORMAT, "files": kept}))
+        except OSError as exc:
+            self.problems.append(f"file hash index {self.path} not written ({exc}): files are read again")
+
+
+def _valid_index_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("stat"), list)
+        and len(entry["stat"]) == 5
+        and all(isinstance(v, int) for v in entry["stat"])
+        and isinstance(entry.get("sha256"), str)
+        and len(entry["sha256"]) == 64
+        and isinstance(entry.get("hashed_ns"), int)
+    )
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The files of a model folder that can change what it generates (top level, sorted by name)."""
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and not p.name.startswith(SKIPPED_PREFIXES)
+        and not p.name.lower().endswith(SKIPPED_SUFFIXES)
+    )
+
+
+def adapter_files(folder: Path) -> list[Path]:
+    """The files peft loads from an adapter folder: its config and its weights."""
+    return [folder / n for n in ADAPTER_FILES if (folder / n).is_file()]
+
+
+def fingerprint_files(files: Sequence[Path], index: FileIndex) -> str:
+    """sha256 over the files' names and contents: the same for a copy of the folder elsewhere."""
+    digests = index.digests(files)
+    return sha256_json(sorted([f.name, d] for f, d in zip(files, digests, strict=True)))
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, folder: Path, index: FileIndex) -> str:
+    """The tokenizer's files in `folder` and the state the loader set on it (padding side, pad token)."""
+    files = [folder / n for n in TOKENIZER_FILES if (folder / n).is_file()]
+    template = getattr(tokenizer, "chat_template", None)
+    state = {
+        "files": sorted([f.name, d] for f, d in zip(files, index.digests(files), strict=True)),
+        "class": type(tokenizer).__name__,
+        "chat_template": None if template is None else str(template),
+        "padding_side": str(tokenizer.padding_side),
+        "size": len(tokenizer),
+        "ids": {n: getattr(tokenizer, f"{n}_token_id", None) for n in ("bos", "eos", "pad", "unk")},
+    }
+    return sha256_json(state)
+
+
+def batch_invariant(dtype: str, device_type: str, *, tf32: bool = False) -> bool:
+    """Whether a row's output is the same in any batch: exact float32 on CPU or CUDA, nothing else.
+
+    bf16/fp16 rounding depends on the batch's shapes (BENCHMARKS.md: 3 to 5 of 120 rows differ between
+    batch 1 and a larger batch on an H100), so their outputs are keyed by the batch too. float32 gave the
+    same text in every batch measured (120/120 rows on CUDA, 64/64 on CPU); TF32 matmuls are not float32.
+    """
+    return dtype == "float32" and (device_type == "cpu" or (device_type == "cuda" and not tf32))
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def code_fingerprint() -> str:
+    """sha256 of the modules that turn weights and prompts into text (CODE_MODULES)."""
+    package = Path(__file__).resolve().parent
+    return sha256_json([[name, _sha256_file(package / name)] for name in CODE_MODULES])
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Everything beside the prompt and the decoding settings that decides a generated text."""
+
+    base: str  # fingerprint_files of the base model folder
+    adapter: str | None  # fingerprint_files of the adapter folder; None without an adapter
+    tokenizer: str
+    dtype: str  # "float32", "bfloat16", ...
+    device: str  # "cpu/x86_64", "cuda/NVIDIA H100 80GB HBM3": kernels differ between GPU models
+    software: Mapping[str, str]  # torch, transformers, peft, pytest-llmeval's generation code
+    batch_invariant: bool  # False: outputs are keyed by the whole batch they were generated in
+
+
+def identify(loaded: LoadedModel, index: FileIndex) -> ModelIdentity:
+    """The identity of a loaded model and adapter, from the contents of the files they were loaded from."""
+    base_dir = Path(loaded.base.path)
+    device_type = loaded.device.type
+    tf32 = False
+    if device_type == "cuda":
+        import torch
+
+        device = f"cuda/{torch.cuda.get_device_name(loaded.device)}"
+        # "high" or "medium" matmul precision, or the older allow_tf32 switch, lets float32 matmuls use TF32.
+        precision = torch.get_float32_matmul_precision()
+        tf32 = precision != "highest" or bool(torch.backends.cuda.matmul.allow_tf32)
+    else:
+        device = f"{device_type}/{platform.machine()}"
+    dtype = str(loaded.dtype).removeprefix("torch.")
+    return ModelIdentity(
+        base=fingerprint_files(model_files(base_dir), index),
+        adapter=None if loaded.adapter is None else fingerprint_files(adapter_files(loaded.adapter), index),
+        tokenizer=tokenizer_fingerprint(loaded.tokenizer, base_dir, index),
+        dtype=dtype,
+        device=device,
+        software={
+            "torch": _version("torch"),
+            "transformers": _version("transformers"),
+            "peft": _version("peft"),
+            "code": code_fingerprint(),
+        },
+        batch_invariant=batch_invariant(dtype, device_type, tf32=tf32),
+    )
+
+
+def batch_digest(prompts: Sequence[str], limits: Sequence[int]) -> str:
+    """The batch a row was generated in: its prompts and limits, in the order of the generate() call."""
+    return sha256_json([[p, n] for p, n in zip(prompts, limits, strict=True)])
+
+
+def key_material(
+    identity: ModelIdentity, side: str, prompt: str, max_new_tokens: int, batch: str | None = None
+) -> dict[str, Any]:
+    """What one output depends on; its sha256 is the entry's key, and the entry keeps it whole."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    if side == "adapter" and identity.adapter is None:
+        raise ValueError("the adapter side needs an identity with an adapter")
+    # The base side leaves out what only the adapter changes: a new adapter version reuses base outputs.
+    software = {k: v for k, v in identity.software.items() if side == "adapter" or k != "peft"}
+    return {
+        "format": FORMAT,
+        "side": side,
+        "base": identity.base,
+        "adapter": identity.adapter if side == "adapter" else None,
+        "tokenizer": identity.tokenizer,
+        "dtype": identity.dtype,
+        "device": identity.device,
+        "software": software,
+        "prompt": prompt,
+        "decoding": DecodingConfig(max_new_tokens=max_new_tokens).to_json(),
+        "batch": batch,
+    }
+
+
+def entry_key(material: Mapping[str, Any]) -> str:
+    return sha256_json(material)
+
+
+@dataclass
+class CacheStats:
+    """Rows served from the store (hits) and generated (misses) per side, and damaged entries found."""
+
+    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    misses: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    damaged: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hits": dict(self.hits), "misses": dict(self.misses), "damaged": self.damaged}
+
+    def add(self, data: Mapping[str, Any]) -> None:
+        """Add another process's to_json() (the xdist controller sums its workers')."""
+        for side in SIDES:
+            self.hits[side] += int(data.get("hits", {}).get(side, 0))
+            self.misses[side] += int(data.get("misses", {}).get(side, 0))
+        self.damaged += int(data.get("damaged", 0))
+
+
+def summary_line(info: Mapping[str, Any]) -> str:
+    """One terminal line from results.json's inference_config.cache."""
+    parts = []
+    for side in SIDES:
+        hits, misses = info["hits"][side], info["misses"][side]
+        if hits + misses:
+            parts.append(f"{side} {hits} of {hits + misses} rows from the cache")
+    text = ", ".join(parts) or "no row generated"
+    damaged = f"; {info['damaged']} damaged entries regenerated" if info.get("damaged") else ""
+    return f"generation cache {info.get('dir', '')}: {text}{damaged}"
+
+
+Produce = Callable[[list[str], list[int]], list[str]]
+
+
+class GenerationCache:
+    """Generated texts on disk under `root`, one JSON file per entry, keyed by entry_key(key material)."""
+
+    def __init__(self, root: Path, *, index: FileIndex | None = None) -> None:
+        self.root = root
+        self.index = index if index is not None else FileIndex(root / "file-hashes.json")
+        self.stats = CacheStats()
+        self.problems: list[str] = []
+        self._write_error = False
+        self._marked = False
+
+    def path_for(self, key: str) -> Path:
+        # Two levels of fan-out keep folders small (a few thousand rows give a few entries per folder).
+        return self.root / f"v{FORMAT}" / key[:2] / key[2:4] / f"{key}.json"
+
+    def get(self, material: Mapping[str, Any]) -> str | None:
+        """The stored output for this key material, or None; a damaged entry is reported and deleted."""
+        key = entry_key(material)
+        path = self.path_for(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._damaged(path, f"unreadable ({exc})")
+            return None
+        output, why = _check_entry(raw, key, material)
+        if why is not None:
+            self._damaged(path, why)
+        return output
+
+    def put(self, material: Mapping[str, Any], output: str) -> None:
+        """Store an output (atomically); a store that cannot be written is reported once, never fatal."""
+        key = entry_key(material)
+        entry: dict[str, Any] = {"format": FORMAT, "key": key, "material": dict(material), "output": output}
+        entry["checksum"] = sha256_json(entry)
+        try:
+            _write_atomic(self.path_for(key), canonical(entry))
+        except OSError as exc:
+            if not self._write_error:
+                self._write_error = True
+                self.problems.append(f"generation cache {self.root} not written ({exc}): outputs not kept")
+            return
+        if not self._marked:
+            self._marked = True
+            self._mark_root()
+
+    def _mark_root(self) -> None:
+        """A .gitignore and a CACHEDIR.TAG in the store's folder: never committed, skipped by backups."""
+        # Inside .pytest_cache pytest has written both already; --llmeval-cache-dir may point anywhere.
+        for name, text in (
+            (".gitignore", "# generated outputs of pytest-llmeval, safe to delete\n*\n"),
+            ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# pytest-llmeval generations\n"),
+        ):
+            path = self.root / name
+            if not path.exists():
+                with contextlib.suppress(OSError):
+                    path.write_text(text, encoding="utf-8")
+
+    def generate(
+        self,
+        identity: ModelIdentity,
+        side: str,
+        prompts: Sequence[str],
+        limits: Sequence[int],
+        produce: Produce,
+    ) -> list[str]:
+        """Outputs of one batch: stored ones served, the others made by `produce(prompts, limits)` and kept.
+
+        `produce` generates the prompts it is given as one batch. Batch-invariant identities (float32)
+        pass it the misses only. Otherwise a row's key includes the whole batch, and when any row misses,
+        the whole batch is generated again, so that every row comes from the batch its key names.
+        """
+        batch = None if identity.batch_invariant else batch_digest(prompts, limits)
+        materials = [key_material(identity, side, p, n, batch) for p, n in zip(prompts, limits, strict=True)]
+        found = [self.get(m) for m in materials]
+        misses = [i for i, text in enumerate(found) if text is None]
+        todo = misses if batch is None or not misses else list(range(len(prompts)))
+        self.stats.hits[side] += len(prompts) - len(todo)
+        self.stats.misses[side] += len(todo)
+        if not todo:
+            return [text for text in found if text is not None]
+        fresh = produce([prompts[i] for i in todo], [limits[i] for i in todo])
+        if len(fresh) != len(todo):
+            raise ValueError(f"produce returned {len(fresh)} outputs for {len(todo)} prompts")
+        served = dict(enumerate(found))
+        for i, text in zip(todo, fresh, strict=True):
+            served[i] = text
+            if found[i] is None:
+                self.put(materials[i], text)
+        return [text for _, text in sorted(served.items()) if text is not None]
+
+    def take_problems(self) -> list[str]:
+        """Warnings since the last call (damaged entries, a damaged index, an unwritable folder)."""
+        taken = self.problems + self.index.problems
+        self.problems.clear()
+        self.index.problems.clear()
+        return taken
+
+    def _damaged(self, path: Path, why: str) -> None:
+        self.stats.damaged += 1
+        self.problems.append(f"generation cache: damaged entry {path} ({why}): not used, generated again")
+        # Deleted rather than left: the row is a miss now and its fresh output is written in its place.
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _check_entry(raw: bytes, key: str, material: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(output, None) for a sound entry of this key, else (None, what is wrong with it)."""
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, "not valid JSON: truncated or garbled"
+    if not isinstance(entry, dict) or set(entry) != {"format", "key", "material", "output", "checksum"}:
+        return None, "not an entry of this store"
+    if entry["format"] != FORMAT or not isinstance(entry["output"], str):
+        return None, "not an entry of this format"
+    checksum = entry.pop("checksum")
+    if checksum != sha256_json(entry):
+        return None, "checksum mismatch: its bytes changed after it was written"
+    if entry["key"] != key or entry_key(entry["material"]) != key:
+        return None, "holds the entry of another key"
+    if entry["material"] != dict(material):
+        return None, "its key material differs from the one asked for"
+    output: str = entry["output"]
+    return output, None
