@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import jsonl, row
+from helpers import jsonl, model_args, row
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -183,14 +183,7 @@ def test_choice_and_judge_rows_on_a_tiny_model(
         ),
     ]
     pytester.makefile(".jsonl", mixed=jsonl(rows))
-    args = [
-        f"--base-model={tiny_model}",
-        f"--adapter={tiny_adapter}",
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        "not gate",
-    ]
+    args = model_args(tiny_model, tiny_adapter)
     result = pytester.runpytest(*args, *workers)
     result.stdout.fnmatch_lines(
         ["*mixed.jsonl:3: scorer 'llm_judge' raised ValueError: the judge gave no score*in 3 run(s)*"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import jsonl, row
+from helpers import jsonl, model_args, row
 
 from pytest_llmeval import ci
 from pytest_llmeval.models import gpu_for_worker
@@ -141,14 +141,7 @@ def test_spot_check_and_html_report_are_written(
     pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
 ) -> None:
     pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", instruction=f"Say word {i}.") for i in range(6)]))
-    args = [
-        f"--base-model={tiny_model}",
-        f"--adapter={tiny_adapter}",
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        "not gate",
-    ]
+    args = model_args(tiny_model, tiny_adapter)
     pytester.runpytest(*args, "--llmeval-html=out/report.html")
     spot = (pytester.path / "spot_check.md").read_text()
     assert spot.startswith("# Spot check: tiny-adapter 0.0.1") and spot.count("\n## ") == 5

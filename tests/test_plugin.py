@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, row
+from helpers import jsonl, model_args, row
 
 ROWS = [
     row("r1", difficulty="easy", tags=["edge"]),
@@ -22,18 +22,6 @@ ROWS = [
 def _rootdir(pytester: pytest.Pytester) -> None:
     # Without an ini file, pytester's --basetemp argument would make the rootdir the parent folder.
     pytester.makeini("[pytest]\n")
-
-
-def model_args(tiny_model: Path, tiny_adapter: Path | None = None, *, gates: bool = False) -> list[str]:
-    # `--opt=value`: pytest takes separate path-like arguments into account when it picks the rootdir.
-    # No generation cache: these tests run the plugin several times in one folder, and each run must
-    # generate (tests/test_cache.py is about the cache).
-    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", "--llmeval-no-cache"]
-    if not gates:
-        args += ["-m", "not gate"]  # these tests are about rows; tests/test_gate_items.py is about gates
-    if tiny_adapter is not None:
-        args.append(f"--adapter={tiny_adapter}")
-    return args
 
 
 def results(pytester: pytest.Pytester, name: str = "results.json") -> dict[str, Any]:

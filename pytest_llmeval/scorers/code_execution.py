@@ -20,6 +20,7 @@ from pytest_llmeval.sandbox import Limits, RunResult, Sandbox, SandboxError
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
+from pytest_llmeval.scorers.config import threshold as _threshold
 
 __all__ = ["VERDICTS", "extract_code", "field_rule", "score", "validate_config", "verdict"]
 
@@ -238,17 +239,7 @@ def _parse(config: Mapping[str, Any]) -> _Options:
     ):
         raise ValueError(f"timeout_seconds must be a positive number of seconds, not {_describe(timeout)}")
 
-    threshold = config.get("threshold", 1.0)
-    # bool is an int subclass: `threshold: true` is a typo, not 1.0.
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise ValueError(f"threshold must be a number in [0, 1], not {_describe(threshold)}")
-    if not 0.0 <= threshold <= 1.0:  # also false for nan
-        raise ValueError(f"threshold must be a number in [0, 1], not {threshold!r}")
-
-    if "max_new_tokens" in config:
-        tokens = config["max_new_tokens"]
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
-            raise ValueError(f"max_new_tokens must be a positive integer, not {_describe(tokens)}")
+    threshold = _threshold(config, 1.0)  # also checks max_new_tokens
 
     return _Options(
         test_cases=_parse_cases(config.get("test_cases")), timeout=float(timeout), threshold=threshold

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
+from pytest_llmeval.scorers.config import threshold as _threshold
 
 __all__ = ["extract", "normalize", "score", "validate_config"]
 
@@ -196,17 +197,7 @@ def _parse(config: Mapping[str, Any]) -> _Options:
         # percent is a normalisation rule; silently ignoring it would hide a config mistake.
         raise ValueError("percent: true needs normalize: true (percent is part of normalisation)")
 
-    threshold = config.get("threshold", 1.0)
-    # bool is an int subclass: `threshold: true` is a typo, not 1.0.
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise ValueError(f"threshold must be a number in [0, 1], not {_describe(threshold)}")
-    if not 0.0 <= threshold <= 1.0:  # also false for nan
-        raise ValueError(f"threshold must be a number in [0, 1], not {threshold!r}")
-
-    if "max_new_tokens" in config:
-        tokens = config["max_new_tokens"]
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
-            raise ValueError(f"max_new_tokens must be a positive integer, not {_describe(tokens)}")
+    threshold = _threshold(config, 1.0)  # also checks max_new_tokens
 
     return _Options(
         extract_pattern=pattern,
