@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/generation.py --adapter adapters/date-iso
 	$(BIN)/python bench/perplexity.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/cache.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)
