@@ -533,6 +533,12 @@ class _RecordSink:
         in_file = sum(1 for r in self.run.records.values() if r["benchmark"] == benchmark)
         of_file = len(self.run.rows_of(benchmark))
         rate = done / (now - self.started)
+        # xdist writes its progress characters without telling the reporter a line is open, so
+        # write_line's ensure_newline() would glue ours onto them: end that line first.
+        reporter.ensure_newline()
+        writer = getattr(reporter, "_tw", None)
+        if writer is not None and int(getattr(writer, "width_of_current_line", 0) or 0) > 0:
+            reporter.write("\n")
         reporter.write_line(
             f"llmeval: {done}{total} rows scored, {rate:.1f} rows/s; "
             f"{benchmark}: {in_file}{f'/{of_file}' if of_file else ''}"

@@ -129,6 +129,20 @@ def test_progress_lines_in_long_runs(
     assert "rows scored" not in quiet.stdout.str()
 
 
+def test_progress_lines_under_xdist(
+    pytester: pytest.Pytester, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller writes whole lines between xdist's own output: one per finished row here."""
+    monkeypatch.setattr("pytest_llmeval.plugin.PROGRESS_SECONDS", 0.0)
+    pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}") for i in range(4)]))
+    result = pytester.runpytest(
+        f"--base-model={tiny_model}", "-p", "no:cacheprovider", "-m", "not gate", "-n", "2"
+    )
+    lines = [line for line in result.stdout.lines if "rows scored" in line]
+    assert len(lines) == 4 and all(line.startswith("llmeval: ") for line in lines)
+    assert lines[-1].startswith("llmeval: 4/4 rows scored")
+
+
 @pytest.mark.parametrize(
     ("worker", "gpus", "expected"),
     [(None, 0, None), (None, 2, 0), (0, 1, 0), (3, 1, 0), (0, 4, 0), (5, 4, 1), (7, 4, 3), (2, 0, None)],
