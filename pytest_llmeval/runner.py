@@ -353,24 +353,9 @@ class EvalRun:
         self, references: list[str], base: list[str], adapter: list[str | None]
     ) -> list[dict[str, dict[str, Any] | None] | None]:
         """Per row: NLL and tokens of the reference, base and adapter texts under the scoring model."""
-        from pytest_llmeval.perplexity import perplexity
+        from pytest_llmeval.measures import fluency
 
-        scorer = self._scoring_model()
-        sides: dict[str, list[str | None]] = {"reference": list(references), "base": list(base)}
-        if self.has_adapter:
-            sides["adapter"] = list(adapter)
-        # One call for every text of the chunk: they share forward passes. Empty texts have no token to score.
-        texts = sorted({t for side in sides.values() for t in side if t and t.strip()})
-        measured: dict[str, dict[str, Any]] = {}
-        if texts:
-            with scorer.adapter_enabled(False):
-                result = perplexity(scorer.model, scorer.tokenizer, texts)
-            for t in result.texts:
-                measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}
-        return [
-            {side: measured.get(values[i] or "") for side, values in sides.items()}
-            for i in range(len(references))
-        ]
+        return list(fluency(self._scoring_model(), references, base, adapter if self.has_adapter else None))
 
     def _scoring_model(self) -> LoadedModel:
         """The fluency scoring model: --llmeval-ppl-model, else the evaluated model with the adapter off."""
@@ -397,6 +382,7 @@ class EvalRun:
 
     def _measure_perplexity(self, nodeids: list[str]) -> None:
         """Perplexity rows: each text measured with the adapter off and on; rows of one window share calls."""
+        from pytest_llmeval.measures import text_perplexities
         from pytest_llmeval.scorers import perplexity as ppl_scorer
 
         by_window: dict[tuple[int | None, int | None], list[str]] = {}
@@ -405,142 +391,36 @@ class EvalRun:
         for (max_length, stride), group in by_window.items():
             cases = [self.rows[n].case for n in group]
             texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
-            base = self._text_measurements(texts, max_length, stride, adapter=False)
-            adapter: list[dict[str, Any] | None] = [None] * len(group)
-            if self.has_adapter:
-                adapter = list(self._text_measurements(texts, max_length, stride, adapter=True))
-            for n, b, a in zip(group, base, adapter, strict=True):
-                self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
-
-    def _judge(self, nodeids: list[str]) -> None:
-        """llm_judge rows: the judge grades base and adapter outputs, `runs` sampled runs each, batched."""
-        from pytest_llmeval.generation import Sampling, build_prompt, generate
-        from pytest_llmeval.scorers import llm_judge
-
-        judge = self._model_named(self.options.judge_model)
-        name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
-        requests: list[tuple[str, str, int]] = []  # (node id, side, run)
-        prompts: list[str] = []
-        seeds: list[int] = []
-        limits: list[int] = []
-        for n in nodeids:
-            case = self.rows[n].case
-            config = case.evaluation_config
-            out = self.outputs[n]
-            for side, text in (("base", out.base), ("adapter", out.adapter)):
-                if text is None:
-                    continue
-                request = llm_judge.judge_request(
-                    config["rubric"], case.instruction, case.input, case.expected_output, text, config
-                )
-                for run in range(int(llm_judge.option(config, "runs"))):
-                    requests.append((n, side, run))
-                    prompts.append(build_prompt(judge.tokenizer, request))
-                    seeds.append(int(llm_judge.option(config, "seed")) + run)
-                    limits.append(int(llm_judge.option(config, "judge_max_new_tokens")))
-        # One temperature per call: requests are grouped by theirs.
-        by_temperature: dict[float, list[int]] = {}
-        for i, (n, _, _) in enumerate(requests):
-            temperature = float(llm_judge.option(self.rows[n].case.evaluation_config, "temperature"))
-            by_temperature.setdefault(temperature, []).append(i)
-        texts: list[str] = [""] * len(requests)
-        for temperature, members in by_temperature.items():
-            with judge.adapter_enabled(False):
-                outputs = generate(
-                    judge.model,
-                    judge.tokenizer,
-                    [prompts[i] for i in members],
-                    max_new_tokens=[limits[i] for i in members],
-                    batch_size=self.options.batch_size,
-                    sampling=Sampling(temperature=temperature, seeds=[seeds[i] for i in members]),
-                )
-            for i, text in zip(members, outputs, strict=True):
-                texts[i] = text
-        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for (n, side, run), seed, text in zip(requests, seeds, texts, strict=True):
-            runs.setdefault((n, side), []).append({"run": run, "seed": seed, "output": text})
-        for n in nodeids:
-            base = {"judge": name, "runs": runs[(n, "base")]}
-            adapter = {"judge": name, "runs": runs[(n, "adapter")]} if (n, "adapter") in runs else None
-            self.outputs[n] = replace(self.outputs[n], base_measure=base, adapter_measure=adapter)
+            base, adapter = text_perplexities(
+                self.loaded(), texts, max_length, stride, with_adapter=self.has_adapter
+            )
+            self._store_measures(group, base, adapter)
 
     def _measure_choices(self, nodeids: list[str]) -> None:
         """Multiple-choice rows: every choice's log-likelihood after the row's prompt, adapter off and on."""
-        from pytest_llmeval.generation import build_prompt
-        from pytest_llmeval.perplexity import continuation_nll
-        from pytest_llmeval.scorers.multiple_choice import expected_index
+        from pytest_llmeval.measures import choice_likelihoods
 
-        loaded = self.loaded()
-        tok = loaded.tokenizer
-        pairs: list[tuple[list[int], list[int]]] = []
-        starts: list[int] = []  # each row's first pair
-        for n in nodeids:
-            case = self.rows[n].case
-            # The prompt as generation sees it; a choice is what the assistant would answer.
-            context: list[int] = tok(
-                build_prompt(tok, case.instruction, case.input), add_special_tokens=False
-            )["input_ids"]
-            starts.append(len(pairs))
-            for choice in case.evaluation_config["choices"]:
-                pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))
+        cases = [self.rows[n].case for n in nodeids]
+        base, adapter = choice_likelihoods(self.loaded(), cases, with_adapter=self.has_adapter)
+        self._store_measures(nodeids, base, adapter)
 
-        def run(adapter: bool) -> list[dict[str, Any]]:
-            with loaded.adapter_enabled(adapter):
-                nll = continuation_nll(loaded.model, tok, pairs)
-            out = []
-            for n, start in zip(nodeids, starts, strict=True):
-                case = self.rows[n].case
-                choices = [
-                    {
-                        "text": text,
-                        "nll": nll[start + i],
-                        "n_tokens": len(pairs[start + i][1]),
-                        "n_chars": len(text),
-                    }
-                    for i, text in enumerate(case.evaluation_config["choices"])
-                ]
-                answer = expected_index(case.expected_output, case.evaluation_config)
-                out.append({"choices": choices, "expected_index": answer})
-            return out
-
-        base = run(False)
-        adapter: list[dict[str, Any] | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
+    def _store_measures(
+        self, nodeids: list[str], base: list[dict[str, Any]], adapter: list[dict[str, Any] | None]
+    ) -> None:
         for n, b, a in zip(nodeids, base, adapter, strict=True):
             self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
 
-    def _text_measurements(
-        self, texts: list[str], max_length: int | None, stride: int | None, *, adapter: bool
-    ) -> list[dict[str, Any]]:
-        """Per text: perplexity, NLL, tokens, characters and the per-script shares (fast tokenizers)."""
-        from pytest_llmeval.perplexity import perplexity
+    def _judge(self, nodeids: list[str]) -> None:
+        """llm_judge rows: the judge grades base and adapter outputs, `runs` sampled runs each, batched."""
+        from pytest_llmeval.measures import judge_runs
 
-        loaded = self.loaded()
-        with loaded.adapter_enabled(adapter):
-            result = perplexity(
-                loaded.model,
-                loaded.tokenizer,
-                texts,
-                max_length=max_length,
-                stride=stride,
-                by_script=bool(getattr(loaded.tokenizer, "is_fast", False)),
-            )
-        return [
-            {
-                "perplexity": t.perplexity,
-                "cross_entropy": t.nll / t.n_tokens,
-                "nll": t.nll,
-                "n_tokens": t.n_tokens,
-                "n_chars": t.n_chars,
-                "n_bytes": t.n_bytes,
-                "bits_per_character": t.bits_per_character,
-                "bits_per_byte": t.bits_per_byte,
-                "scripts": None if t.scripts is None else {k: v.to_json() for k, v in t.scripts.items()},
-                "max_length": result.max_length,
-                "stride": result.stride,
-                "first_token": result.first_token,
-            }
-            for t in result.texts
-        ]
+        judge = self._model_named(self.options.judge_model)
+        name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
+        cases = [self.rows[n].case for n in nodeids]
+        outputs = [(self.outputs[n].base, self.outputs[n].adapter) for n in nodeids]
+        graded = judge_runs(judge, name, cases, outputs, batch_size=self.options.batch_size)
+        for n, (base, adapter) in zip(nodeids, graded, strict=True):
+            self.outputs[n] = replace(self.outputs[n], base_measure=base, adapter_measure=adapter)
 
     def score_row(self, nodeid: str) -> RowResult:
         """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""

@@ -1,0 +1,196 @@
+"""What the model measures instead of, or besides, generating: perplexity of texts, the log-likelihood of
+multiple-choice answers, the judge's sampled grades, the fluency of generated texts.
+
+Each function takes a loaded model and a chunk's cases or texts, runs them in shared batches, and returns
+JSON-able measurements (one per row, base and adapter) for the scorers. runner.py decides which rows and
+keeps the results. torch is imported inside the functions it calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_llmeval.benchmark import Case
+from pytest_llmeval.models import LoadedModel
+
+Sides = tuple[list[dict[str, Any]], list[dict[str, Any] | None]]  # base, adapter (None without one)
+
+
+def _both(loaded: LoadedModel, with_adapter: bool, measure: Any) -> Sides:
+    """`measure()` with the adapter off, and again with it on when there is one."""
+    with loaded.adapter_enabled(False):
+        base: list[dict[str, Any]] = measure()
+    if not with_adapter:
+        return base, [None] * len(base)
+    with loaded.adapter_enabled(True):
+        adapter: list[dict[str, Any] | None] = list(measure())
+    return base, adapter
+
+
+def text_perplexities(
+    loaded: LoadedModel,
+    texts: Sequence[str],
+    max_length: int | None,
+    stride: int | None,
+    *,
+    with_adapter: bool,
+) -> Sides:
+    """Per text: perplexity, NLL, tokens, characters, bytes and the per-script shares (fast tokenizers)."""
+    from pytest_llmeval.perplexity import perplexity
+
+    def measure() -> list[dict[str, Any]]:
+        result = perplexity(
+            loaded.model,
+            loaded.tokenizer,
+            texts,
+            max_length=max_length,
+            stride=stride,
+            by_script=bool(getattr(loaded.tokenizer, "is_fast", False)),
+        )
+        return [
+            {
+                "perplexity": t.perplexity,
+                "cross_entropy": t.nll / t.n_tokens,
+                "nll": t.nll,
+                "n_tokens": t.n_tokens,
+                "n_chars": t.n_chars,
+                "n_bytes": t.n_bytes,
+                "bits_per_character": t.bits_per_character,
+                "bits_per_byte": t.bits_per_byte,
+                "scripts": None if t.scripts is None else {k: v.to_json() for k, v in t.scripts.items()},
+                "max_length": result.max_length,
+                "stride": result.stride,
+                "first_token": result.first_token,
+            }
+            for t in result.texts
+        ]
+
+    return _both(loaded, with_adapter, measure)
+
+
+def choice_likelihoods(loaded: LoadedModel, cases: Sequence[Case], *, with_adapter: bool) -> Sides:
+    """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches."""
+    from pytest_llmeval.generation import build_prompt
+    from pytest_llmeval.perplexity import continuation_nll
+    from pytest_llmeval.scorers.multiple_choice import expected_index
+
+    tok = loaded.tokenizer
+    pairs: list[tuple[list[int], list[int]]] = []
+    starts: list[int] = []  # each row's first pair
+    for case in cases:
+        # The prompt as generation sees it; a choice is what the assistant would answer.
+        context: list[int] = tok(build_prompt(tok, case.instruction, case.input), add_special_tokens=False)[
+            "input_ids"
+        ]
+        starts.append(len(pairs))
+        for choice in case.evaluation_config["choices"]:
+            pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))
+
+    def measure() -> list[dict[str, Any]]:
+        nll = continuation_nll(loaded.model, tok, pairs)
+        out = []
+        for case, start in zip(cases, starts, strict=True):
+            choices = [
+                {
+                    "text": text,
+                    "nll": nll[start + i],
+                    "n_tokens": len(pairs[start + i][1]),
+                    "n_chars": len(text),
+                }
+                for i, text in enumerate(case.evaluation_config["choices"])
+            ]
+            out.append(
+                {
+                    "choices": choices,
+                    "expected_index": expected_index(case.expected_output, case.evaluation_config),
+                }
+            )
+        return out
+
+    return _both(loaded, with_adapter, measure)
+
+
+def judge_runs(
+    judge: LoadedModel,
+    name: str,
+    cases: Sequence[Case],
+    outputs: Sequence[tuple[str | None, str | None]],
+    *,
+    batch_size: int,
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Per llm_judge row, for its base and adapter outputs: the judge's `runs` sampled grades.
+
+    Run r of a row uses seed `seed + r`, each prompt its own generator (generation.Sampling), and every
+    request of the chunk is generated in shared batches, grouped by temperature.
+    """
+    from pytest_llmeval.generation import Sampling, build_prompt, generate
+    from pytest_llmeval.scorers import llm_judge
+
+    requests: list[tuple[int, str, int]] = []  # (row, side, run)
+    prompts: list[str] = []
+    seeds: list[int] = []
+    limits: list[int] = []
+    for index, (case, sides) in enumerate(zip(cases, outputs, strict=True)):
+        config = case.evaluation_config
+        for side, text in zip(("base", "adapter"), sides, strict=True):
+            if text is None:
+                continue
+            request = llm_judge.judge_request(
+                config["rubric"], case.instruction, case.input, case.expected_output, text, config
+            )
+            for run in range(int(llm_judge.option(config, "runs"))):
+                requests.append((index, side, run))
+                prompts.append(build_prompt(judge.tokenizer, request))
+                seeds.append(int(llm_judge.option(config, "seed")) + run)
+                limits.append(int(llm_judge.option(config, "judge_max_new_tokens")))
+    by_temperature: dict[float, list[int]] = {}
+    for i, (index, _, _) in enumerate(requests):
+        temperature = float(llm_judge.option(cases[index].evaluation_config, "temperature"))
+        by_temperature.setdefault(temperature, []).append(i)
+    texts: list[str] = [""] * len(requests)
+    for temperature, members in by_temperature.items():
+        with judge.adapter_enabled(False):
+            generated = generate(
+                judge.model,
+                judge.tokenizer,
+                [prompts[i] for i in members],
+                max_new_tokens=[limits[i] for i in members],
+                batch_size=batch_size,
+                sampling=Sampling(temperature=temperature, seeds=[seeds[i] for i in members]),
+            )
+        for i, text in zip(members, generated, strict=True):
+            texts[i] = text
+    runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for (index, side, run), seed, text in zip(requests, seeds, texts, strict=True):
+        runs.setdefault((index, side), []).append({"run": run, "seed": seed, "output": text})
+    return [
+        (
+            {"judge": name, "runs": runs[(i, "base")]},
+            {"judge": name, "runs": runs[(i, "adapter")]} if (i, "adapter") in runs else None,
+        )
+        for i in range(len(cases))
+    ]
+
+
+def fluency(
+    scorer: LoadedModel, references: Sequence[str], base: Sequence[str], adapter: Sequence[str | None] | None
+) -> list[dict[str, dict[str, Any] | None]]:
+    """Per row: NLL, tokens and characters of the reference, base and adapter texts under `scorer`."""
+    from pytest_llmeval.perplexity import perplexity
+
+    sides: dict[str, list[str | None]] = {"reference": list(references), "base": list(base)}
+    if adapter is not None:
+        sides["adapter"] = list(adapter)
+    # One call for every text of the chunk: they share forward passes. Empty texts have no token to score.
+    texts = sorted({t for side in sides.values() for t in side if t and t.strip()})
+    measured: dict[str, dict[str, Any]] = {}
+    if texts:
+        with scorer.adapter_enabled(False):
+            result = perplexity(scorer.model, scorer.tokenizer, texts)
+        for t in result.texts:
+            measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}
+    return [
+        {side: measured.get(values[i] or "") for side, values in sides.items()}
+        for i in range(len(references))
+    ]
