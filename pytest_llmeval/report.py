@@ -12,10 +12,9 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.benchmark import DIFFICULTIES, file_hash, jsonl_objects
+from pytest_llmeval.benchmark import DIFFICULTIES
 
 # Scores that agree to within this are equal: means of floats are not exact (see stats._NOISE).
 _EPS = 1e-9
@@ -306,45 +305,12 @@ def _truncate(text: str, limit: int) -> str:
     return text[:limit] + f"\n[… truncated: {len(text) - limit} more characters]"
 
 
-def _prompt(record: Mapping[str, Any], prompts: Mapping[str, Mapping[str, str]] | None) -> str | None:
-    """Instruction and input of a row: the record's own, else from `prompts` (see prompts_from_benchmarks)."""
-    source: Mapping[str, Any] = record
-    if "instruction" not in record and prompts is not None:
-        source = prompts.get(str(record.get("nodeid")), {})
-    if "instruction" not in source:
+def _prompt(record: Mapping[str, Any]) -> str | None:
+    """Instruction and input of a row (results.json records them), or None for a record without them."""
+    if "instruction" not in record:
         return None
-    parts = [str(source.get("instruction") or ""), str(source.get("input") or "")]
+    parts = [str(record.get("instruction") or ""), str(record.get("input") or "")]
     return "\n\n".join(p for p in parts if p)
-
-
-def prompts_from_benchmarks(document: Mapping[str, Any], rootdir: Path) -> dict[str, dict[str, str]]:
-    """{node id: {"instruction", "input"}} from the benchmark files, when they still match results.json.
-
-    results.json rows do not repeat the prompt; a file whose hash differs from benchmark_hash has changed
-    since the run, so its prompts are left out rather than shown beside answers to other questions.
-    """
-    out: dict[str, dict[str, str]] = {}
-    for bench in document.get("benchmarks", []):
-        path = rootdir / str(bench["benchmark_file"])
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if bench.get("benchmark_hash") and file_hash(data) != bench["benchmark_hash"]:
-            continue
-        by_id = {
-            str(obj.get("id")): obj
-            for _, obj, _ in jsonl_objects(data.decode("utf-8", errors="replace"))
-            if obj is not None
-        }
-        for row in bench.get("rows", []):
-            obj = by_id.get(str(row.get("id")))
-            if obj is not None:
-                out[str(row["nodeid"])] = {
-                    "instruction": str(obj.get("instruction", "")),
-                    "input": str(obj.get("input", "")),
-                }
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -413,7 +379,6 @@ def spot_check_markdown(
     document: Mapping[str, Any],
     *,
     n: int = 5,
-    prompts: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """spot_check.md: n rows with the base's and the adapter's answers side by side (LocoLLM's spot check)."""
     lines = _md_header(document)
@@ -438,7 +403,7 @@ def spot_check_markdown(
             facts.append("tags: " + ", ".join(md_code(str(t)) for t in record["tags"]))
         lines.append(" · ".join(facts) + ".")
         lines.append("")
-        prompt = _prompt(record, prompts)
+        prompt = _prompt(record)
         lines += [
             "**Prompt**",
             "",
@@ -926,9 +891,7 @@ def _side_cell(record: Mapping[str, Any], who: str) -> str:
     return f'<td><div class="out">{_e(_truncate(text, _HTML_MAX))}</div></td>'
 
 
-def _rows_table(
-    bench: Mapping[str, Any], adapter: bool, prompts: Mapping[str, Mapping[str, str]] | None
-) -> list[str]:
+def _rows_table(bench: Mapping[str, Any], adapter: bool) -> list[str]:
     header = ["id", "difficulty", "type", "expected", "base output", "base score"]
     if adapter:
         header += ["adapter output", "adapter score"]
@@ -942,7 +905,7 @@ def _rows_table(
         row = _Row(str(bench["benchmark_file"]), record)
         change = row.change
         passed = bool(record.get("passed"))
-        prompt = _prompt(record, prompts)
+        prompt = _prompt(record)
         ident = _e(record.get("id"))
         if prompt:
             shown = _e(_truncate(prompt, _HTML_MAX))
@@ -1019,9 +982,7 @@ def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[
     return heading, out
 
 
-def html_report(
-    document: Mapping[str, Any], *, prompts: Mapping[str, Mapping[str, str]] | None = None
-) -> str:
+def html_report(document: Mapping[str, Any]) -> str:
     """--llmeval-html: one self-contained page of results.json: inline CSS, SVG charts, optional inline JS."""
     benches = list(document.get("benchmarks", []))
     adapter = document.get("mode") != "base_only" and any(
@@ -1065,14 +1026,12 @@ def html_report(
     if document.get("composite"):
         out += _composite_html(document["composite"], "Composite score (all rows)")
     for i, bench in enumerate(benches):
-        out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter, prompts)
+        out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter)
     out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]
     return "\n".join(out)
 
 
-def _benchmark_html(
-    bench: Mapping[str, Any], slug: str, adapter: bool, prompts: Mapping[str, Mapping[str, str]] | None
-) -> list[str]:
+def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[str]:
     res = bench.get("results", {})
     name = str(bench["benchmark_file"])
     out = [f'<section id="{slug}" aria-labelledby="{slug}-h">', f'<h2 id="{slug}-h">{_e(name)}</h2>']
@@ -1129,6 +1088,6 @@ def _benchmark_html(
             text += "no common rows"
         out.append(f"<p>{_e(text)}</p>")
     out.append("<h3>Rows</h3>")
-    out += _rows_table(bench, adapter, prompts)
+    out += _rows_table(bench, adapter)
     out.append("</section>")
     return out

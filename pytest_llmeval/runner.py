@@ -355,11 +355,14 @@ class EvalRun:
         """Per row: NLL and tokens of the reference, base and adapter texts under the scoring model."""
         from pytest_llmeval.measures import fluency
 
-        return list(fluency(self._scoring_model(), references, base, adapter if self.has_adapter else None))
-
-    def _scoring_model(self) -> LoadedModel:
-        """The fluency scoring model: --llmeval-ppl-model, else the evaluated model with the adapter off."""
-        return self._model_named(self.options.ppl_model)
+        return list(
+            fluency(
+                self._model_named(self.options.ppl_model),
+                references,
+                base,
+                adapter if self.has_adapter else None,
+            )
+        )
 
     def _model_named(self, name: str | None) -> LoadedModel:
         """Another model (a scorer's or a judge's), loaded once; None: the evaluated model (adapter off)."""
@@ -543,6 +546,7 @@ class EvalRun:
 
     def _warm_embeddings(self, nodeids: list[str]) -> None:
         """Embed a generated chunk's outputs and references in batches, so rows score from the cache."""
+        # semantic compares sentence vectors, bertscore token vectors: each type warms what it reads.
         wanted: dict[str, set[str]] = {"semantic": set(), "bertscore": set()}
         for n in nodeids:
             kind = self.rows[n].case.evaluation_type

@@ -20,13 +20,11 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.benchmark import file_hash
 from pytest_llmeval.report import (
     SELECTION_RULE,
     html_report,
     md_block,
     md_escape,
-    prompts_from_benchmarks,
     select_spot_check,
     spot_check_markdown,
 )
@@ -290,9 +288,9 @@ def test_markdown_header_prompt_expected_and_side_by_side() -> None:
     assert md.rstrip().endswith(md_escape(SELECTION_RULE))
 
 
-def test_markdown_prompts_from_a_mapping_when_rows_lack_them() -> None:
+def test_markdown_prompt_from_the_row_or_not_recorded() -> None:
     r = row("a.jsonl::x", 0.0, 1.0)
-    md = spot_check_markdown(document([r]), prompts={"a.jsonl::x": {"instruction": "Do it", "input": ""}})
+    md = spot_check_markdown(document([{**r, "instruction": "Do it", "input": ""}]))
     assert "```\nDo it\n```" in md
     assert "*(not recorded)*" in spot_check_markdown(document([r]))
 
@@ -380,19 +378,6 @@ def test_markdown_empty_and_incomplete_runs() -> None:
     )
     assert "No benchmark rows in this run" in md
     assert "> **Incomplete run:** stopped early: KeyboardInterrupt; 0 of 9 rows" in md
-
-
-def test_prompts_from_benchmarks_only_when_the_file_is_unchanged(tmp_path: Path) -> None:
-    bench = tmp_path / "b.jsonl"
-    bench.write_text(
-        json.dumps({"id": "x", "instruction": "Say hi", "input": "now"}) + "\n", encoding="utf-8"
-    )
-    doc = document([row("b.jsonl::x", 0.0, 1.0)])
-    doc["benchmarks"][0]["benchmark_hash"] = file_hash(bench.read_bytes())
-    assert prompts_from_benchmarks(doc, tmp_path) == {"b.jsonl::x": {"instruction": "Say hi", "input": "now"}}
-    bench.write_text(json.dumps({"id": "x", "instruction": "Changed", "input": ""}) + "\n", encoding="utf-8")
-    assert prompts_from_benchmarks(doc, tmp_path) == {}
-    assert prompts_from_benchmarks(doc, tmp_path / "missing") == {}
 
 
 # ---------------------------------------------------------------------------------------------------------
