@@ -16,7 +16,7 @@ from pytest_llmeval.benchmark import BenchmarkError, Case
 from pytest_llmeval.gates import Verdict
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowError, RowResult, gate_names, in_domain
-from pytest_llmeval.scorers import custom, read_benchmark
+from pytest_llmeval.scorers import SCORERS, custom, read_benchmark
 
 RUN_KEY = pytest.StashKey[EvalRun]()
 
@@ -172,44 +172,13 @@ class CaseItem(BenchmarkItem):
         if case.input:
             lines.append(f"  input:       {case.input!r}")
         lines.append(f"  expected:    {case.expected_output!r}")
-        if "scores" in details and "choices" in details:  # multiple_choice: measured, nothing generated
-            ranked = ", ".join(
-                f"{c['text']!r} {v:.3f}" for c, v in zip(details["choices"], details["scores"], strict=True)
-            )
-            lines.append(
-                f"  predicted:   {details['predicted']!r} (log-likelihood, {details['normalize']}: {ranked})"
-            )
-        else:
+        if record[who]["output"] is not None:  # measured types (multiple_choice) generate nothing
             lines.append(f"  output:      {record[who]['output']!r}")
-        if "extracted" in details:
-            lines.append(f"  extracted:   {details['extracted']!r}")
-        if "normalized_prediction" in details:
-            compared = f"{details['normalized_prediction']!r} vs {details.get('normalized_expected')!r}"
-            lines.append(f"  compared:    {compared}")
+        explain = SCORERS[case.evaluation_type].explain
+        if explain is not None:
+            lines.extend(f"  {line}" for line in explain(details, case.evaluation_config))
         if "reason" in details:
             lines.append(f"  reason:      {details['reason']}")
-        if "cases" in details:  # code_execution: each test case's verdict, and what the program printed
-            lines.append(f"  test cases:  {details['passed_cases']} of {details['counted_cases']} passed")
-            test_cases = case.evaluation_config.get("test_cases", [])
-            for run in details["cases"]:
-                if run["verdict"] == "passed":
-                    continue
-                if run["verdict"] == "compile_error" and run["index"] > 0:
-                    break  # the same code fails to compile for every case: once is enough
-                expected = (
-                    test_cases[run["index"]]["expected_output"] if run["index"] < len(test_cases) else "?"
-                )
-                shown = f"stdout {run['stdout'].rstrip()!r}, expected {expected.rstrip()!r}"
-                if run["verdict"] != "wrong_output":
-                    shown = (
-                        f"exit {run['exit_code']}, signal {run['signal']}, stderr {run['stderr'][-200:]!r}"
-                    )
-                lines.append(f"    case {run['index']}: {run['verdict']}: {shown}")
-        if "runs" in details:  # llm_judge: what the judge said
-            for run in details["runs"]:
-                lines.append(
-                    f"  judge run {run['run']} (seed {run['seed']}): {run['score']}: {run['output'][:160]!r}"
-                )
         if who == "adapter":
             base = record["base"]
             base_value = base["score"]["value"] if base["score"] else None

@@ -25,7 +25,9 @@ from pytest_llmeval.scorers.base import Score, ScorerSpec
 __all__ = ["SCORERS", "Score", "ScorerSpec", "read_benchmark"]
 
 SCORERS: dict[str, ScorerSpec] = {
-    "exact_match": ScorerSpec(validate=exact_match.validate_config, score=exact_match.score),
+    "exact_match": ScorerSpec(
+        validate=exact_match.validate_config, score=exact_match.score, explain=exact_match.explain
+    ),
     "rouge": ScorerSpec(validate=rouge.validate_config, score=rouge.score),
     "bleu": ScorerSpec(validate=bleu.validate_bleu, score=bleu.score_bleu),
     "chrf": ScorerSpec(validate=bleu.validate_chrf, score=bleu.score_chrf),
@@ -43,11 +45,13 @@ SCORERS: dict[str, ScorerSpec] = {
         score=code_execution.score,
         uses=frozenset({"sandbox"}),
         field_rule=code_execution.field_rule,
+        explain=code_execution.explain,
     ),
     "llm_judge": ScorerSpec(
         validate=llm_judge.validate_config,
         measure="judge",  # generated, then graded by the judge model
         score_measurement=llm_judge.score_measurement,
+        explain=llm_judge.explain,
         field_rule=lambda config: (frozenset({"input", "expected_output"}), frozenset()),
     ),
     "multiple_choice": ScorerSpec(
@@ -57,6 +61,7 @@ SCORERS: dict[str, ScorerSpec] = {
         score_measurement=multiple_choice.score_measurement,
         field_rule=multiple_choice.field_rule,
         validate_row=multiple_choice.validate_row,
+        explain=multiple_choice.explain,
     ),
     "perplexity": ScorerSpec(
         validate=perplexity.validate_config,

@@ -47,6 +47,9 @@ class ScorerSpec:
     # (evaluation_config) -> (text fields that may be empty, fields that must not be), when the type needs
     # other fields than the default (only `input` may be empty).
     field_rule: Callable[[Mapping[str, Any]], tuple[frozenset[str], frozenset[str]]] | None = None
+    # (Score.details, evaluation_config) -> lines a failing row's report adds after the output: what this
+    # type saw (the extracted answer, each test case's verdict, the judge's runs).
+    explain: Callable[[Mapping[str, Any], Mapping[str, Any]], list[str]] | None = None
     # (evaluation_config, the row's JSON object) -> None, raising ValueError: checks that need both, such
     # as an expected answer that must be one of the choices (run at collection, after `validate`).
     validate_row: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None

@@ -268,3 +268,20 @@ def _parse_cases(raw: Any) -> tuple[_Case, ...]:
                 raise ValueError(f"{where}.{key} must be a string, not {_describe(case[key])}")
         cases.append(_Case(input=case["input"], expected_output=case["expected_output"]))
     return tuple(cases)
+
+
+def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """A failing row's report: each failed test case's verdict, and what the program printed."""
+    lines = [f"test cases:  {details['passed_cases']} of {details['counted_cases']} passed"]
+    test_cases = config.get("test_cases", [])
+    for run in details["cases"]:
+        if run["verdict"] == "passed":
+            continue
+        if run["verdict"] == "compile_error" and run["index"] > 0:
+            break  # the same code fails to compile for every case: once is enough
+        expected = test_cases[run["index"]]["expected_output"] if run["index"] < len(test_cases) else "?"
+        shown = f"stdout {run['stdout'].rstrip()!r}, expected {expected.rstrip()!r}"
+        if run["verdict"] != "wrong_output":
+            shown = f"exit {run['exit_code']}, signal {run['signal']}, stderr {run['stderr'][-200:]!r}"
+        lines.append(f"  case {run['index']}: {run['verdict']}: {shown}")
+    return lines

@@ -207,3 +207,15 @@ def _parse(config: Mapping[str, Any]) -> _Options:
         percent=config.get("percent", False),
         threshold=float(threshold),
     )
+
+
+def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """A failing row's report: the extracted answer and the normalised forms compared."""
+    lines = []
+    if "extracted" in details:
+        lines.append(f"extracted:   {details['extracted']!r}")
+    if "normalized_prediction" in details:
+        lines.append(
+            f"compared:    {details['normalized_prediction']!r} vs {details.get('normalized_expected')!r}"
+        )
+    return lines

@@ -127,3 +127,11 @@ def score_measurement(measurement: Mapping[str, Any], config: Mapping[str, Any])
             "runs": runs,
         },
     )
+
+
+def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """A failing row's report: what the judge said in each run, and the score extracted."""
+    return [
+        f"judge run {run['run']} (seed {run['seed']}): {run['score']}: {run['output'][:160]!r}"
+        for run in details["runs"]
+    ]

@@ -123,3 +123,13 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
             "reason": None if picked is not None else "the prediction names no choice",
         },
     )
+
+
+def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """A failing row's report: the pick, and every choice's (normalised) log-likelihood."""
+    if "scores" not in details:  # a saved prediction matched to a choice: nothing was measured
+        return [f"predicted:   {details['predicted']!r}"]
+    ranked = ", ".join(
+        f"{c['text']!r} {v:.3f}" for c, v in zip(details["choices"], details["scores"], strict=True)
+    )
+    return [f"predicted:   {details['predicted']!r} (log-likelihood, {details['normalize']}: {ranked})"]
