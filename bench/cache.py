@@ -6,7 +6,7 @@ Run 1 evaluates the adapter on the generation rows of benchmarks/dates.jsonl and
 base and adapter, with an empty cache (an empty store and an empty file-hash index, as on a new machine).
 Run 2 evaluates a new version of the adapter (a copy with one LoRA tensor nudged by 1%) with what run 1
 left: the base's outputs are served from the store, the adapter's are generated. Both go through the
-library as the runner does: chunks of --batch-size rows of each file in file order, one batched generate()
+library as the evaluator does: chunks of --batch-size rows of each file in file order, one batched generate()
 per chunk and side for the misses. Timed: fingerprinting the model files plus generation; loading the
 model, the same for both runs, is printed apart. Target: run 2 at least 1.8x faster than run 1.
 """
@@ -26,7 +26,7 @@ from pytest_llmeval.models import LoadedModel, ModelSpec, load
 from pytest_llmeval.scorers import SCORERS, read_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_MAX_NEW_TOKENS = 512  # the runner's default for rows without evaluation_config.max_new_tokens
+DEFAULT_MAX_NEW_TOKENS = 512  # the evaluator's default for rows without evaluation_config.max_new_tokens
 
 
 def nudged_copy(adapter: Path, target: Path) -> str:
@@ -46,7 +46,7 @@ def nudged_copy(adapter: Path, target: Path) -> str:
 
 
 def producer(loaded: LoadedModel, *, adapter: bool) -> Produce:
-    """What the runner passes to the cache: one batched generate() of the prompts it is given."""
+    """What the evaluator passes to the cache: one batched generate() of the prompts it is given."""
 
     def produce(prompts: list[str], limits: list[int]) -> list[str]:
         with loaded.adapter_enabled(adapter):

@@ -16,7 +16,7 @@ is deleted, so the next write repairs the store.
 File fingerprints are remembered in a small JSON index keyed by (size, mtime, ctime, inode, device), so a
 multi-GB model is read in full once, not on every run.
 
-No pytest here and no torch at import time: the runner hands over what it loaded.
+No pytest here and no torch at import time: the evaluator hands over what it loaded.
 """
 
 from __future__ import annotations

@@ -9,16 +9,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmeval import records
 from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.formatting import (
+    MISSING,
+    SCORE_MEASURE,
+    measure_difference,
+    measure_interval,
+    measure_unit,
+    out_of_domain,
+    p_value,
+    percent,
+    points,
+)
 
 # Annotations of failed rows beyond this are counted, not listed: GitHub shows at most 10 errors per step
 # in the checks tab anyway, and hundreds of them bury the failed gates.
 MAX_ROW_ANNOTATIONS = 10
 STATUS_ICON = {"pass": "✅", "warn": "⚠️", "fail": "❌", "skip": "⏭️"}
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
 
 
 def _cell(text: Any) -> str:
@@ -36,40 +44,59 @@ def step_summary(document: Mapping[str, Any]) -> str:
     ]
     if not document.get("complete", True):
         lines += [f"> **Incomplete run:** {_cell(document.get('incomplete_reason'))}", ""]
-    header = "| benchmark | rows | base | adapter | difference (95% CI) | p | gates |"
+    top = document.get("top_level") or {}
+    if top.get("benchmark"):
+        lines += [f"Top level of results.json: `{_cell(top['benchmark'])}` ({_cell(top.get('reason'))})", ""]
+    figure = document.get("out_of_domain")
+    if figure:
+        lines += [
+            f"Out of domain, most degraded: `{_cell(figure['benchmark'])}`: {_cell(out_of_domain(figure))}",
+            "",
+        ]
+    header = "| benchmark | rows | base | adapter | difference (CI) | p | gates |"
     lines += [header, "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
     for bench in document["benchmarks"]:
         res = bench["results"]
         stats = bench.get("statistics") or {}
-        diff = res.get("improvement_absolute")
-        if diff is None:
-            difference = "–"
-        elif stats.get("measure", "score") == "score" and stats:
-            difference = (
-                f"{100 * diff:+.1f} pt ({100 * stats['ci_low']:+.1f} to {100 * stats['ci_high']:+.1f})"
+        measure = str(stats.get("measure", SCORE_MEASURE))
+        difference = points(res.get("improvement_absolute"))
+        if stats and measure == SCORE_MEASURE and res.get("improvement_absolute") is not None:
+            difference += f" ({measure_interval(stats.get('ci_low'), stats.get('ci_high'), measure)})"
+        elif stats and measure != SCORE_MEASURE:
+            # The test compared another measure than the score column: its difference, in its own unit.
+            difference += (
+                f"; {measure_unit(measure)}: {measure_difference(stats.get('difference'), measure)} "
+                f"({measure_interval(stats.get('ci_low'), stats.get('ci_high'), measure)})"
             )
-        else:
-            difference = f"{100 * diff:+.1f} pt"
-        p_value = f"{stats['p_value']:.2g}" if stats.get("p_value") is not None else "–"
+        p = p_value(stats.get("p_value"), stats.get("alpha"))
         gates = " ".join(
             f"{STATUS_ICON.get(v['status'], v['status'])} {name}" for name, v in bench["gates"].items()
         )
-        name = _cell(bench["benchmark_file"])
-        scores = f"{_pct(res['base_model_score'])} | {_pct(res['adapter_score']) if adapter else '–'}"
-        lines.append(
-            f"| `{name}` | {bench['n_examples']} | {scores} | {difference} | {p_value} | {gates or '–'} |"
-        )
+        cells = [
+            f"`{_cell(bench['benchmark_file'])}`",
+            str(bench["n_examples"]),
+            percent(res["base_model_score"]),
+            percent(res["adapter_score"]) if adapter else MISSING,
+            _cell(difference),
+            p,
+            gates or MISSING,
+        ]
+        lines.append(f"| {' | '.join(cells)} |")
     for bench in document["benchmarks"]:
         lines += ["", f"### `{_cell(bench['benchmark_file'])}`", ""]
         lines += ["| difficulty | rows | base | adapter |", "| --- | ---: | ---: | ---: |"]
         for difficulty in DIFFICULTIES:
             cell = bench["results"]["per_difficulty"][difficulty]
-            lines.append(f"| {difficulty} | {cell['n']} | {_pct(cell['base'])} | {_pct(cell['adapter'])} |")
+            lines.append(
+                f"| {difficulty} | {cell['n']} | {percent(cell['base'])} | {percent(cell['adapter'])} |"
+            )
+        if bench.get("out_of_domain"):
+            lines += ["", f"Out of domain: {_cell(out_of_domain(bench['out_of_domain']))}"]
         ppl = bench.get("perplexity")
-        if ppl and ppl.get("base"):
-            text = f"Perplexity (token-weighted): base {ppl['base']['perplexity']:.2f}"
-            if ppl.get("adapter"):
-                text += f", adapter {ppl['adapter']['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
+        if ppl and ppl.get(records.BASE):
+            text = f"Perplexity (token-weighted): base {ppl[records.BASE]['perplexity']:.2f}"
+            if ppl.get(records.ADAPTER):
+                text += f", adapter {ppl[records.ADAPTER]['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
             lines += ["", text]
         failed = [(name, v) for name, v in bench["gates"].items() if v["status"] in ("fail", "warn")]
         for name, verdict in failed:
@@ -97,9 +124,13 @@ def error_annotations(document: Mapping[str, Any]) -> list[str]:
         if row.get("error"):
             message = f"{row['id']}: {row['error']}"
         else:
-            who = "adapter" if row.get("adapter") else "base"
-            score = (row.get(who) or {}).get("score") or {}
-            message = f"{row['id']} scored {score.get('value')} < {score.get('threshold')} ({who})"
+            # The evaluated model's score decided the row: the adapter's with an adapter, else the base's.
+            who = str(row["evaluated"])
+            score = records.score(row, who)
+            if score is None:
+                message = f"{row['id']}: no score ({who})"
+            else:
+                message = f"{row['id']} scored {score.get('value')} < {score.get('threshold')} ({who})"
         out.append(_command("error", file, int(row.get("line") or 1), message))
     if len(failed_rows) > MAX_ROW_ANNOTATIONS:
         rest = len(failed_rows) - MAX_ROW_ANNOTATIONS

@@ -6,14 +6,13 @@ otherwise). Imports xdist lazily inside the hooks.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_llmeval.items import RUN_KEY
-from pytest_llmeval.runner import chunk_keys, is_row_nodeid
+from pytest_llmeval.evaluator import chunk_keys, row_predicate
+from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY
+from pytest_llmeval.rowstore import RowStore
 
 
 class XdistHooks:
@@ -27,7 +26,9 @@ class XdistHooks:
             return None
         from xdist.scheduler import LoadScopeScheduling
 
-        size = config.stash[RUN_KEY].options.batch_size
+        size = config.stash[EVALUATOR_KEY].options.batch_size
+        # The controller collects nothing: rows are told from the node ids by the rule they were collected by.
+        is_row = row_predicate(config.getini("llmeval_files"))
 
         class ChunkScheduling(LoadScopeScheduling):  # type: ignore[misc]
             """LoadScope, one scope per generation chunk: a chunk's rows run where they are generated."""
@@ -36,34 +37,52 @@ class XdistHooks:
 
             def _split_scope(self, nodeid: str) -> str:
                 if self._keys is None:
-                    self._keys = chunk_keys(self.collection or [], size)
+                    self._keys = chunk_keys(self.collection or [], size, is_row)
                 return self._keys.get(nodeid, nodeid)
+
+            def remove_node(self, node: Any) -> str | None:
+                """A worker finished or crashed: requeue its unfinished rows, except the one it died on.
+
+                LoadScope puts a crashed worker's whole work unit back, the row that killed it included, so
+                that row kills a worker after another until xdist runs out of restarts (and with xdist
+                3.8 ends in an INTERNALERROR: a replacement worker is rescheduled before its collection
+                is registered). xdist's plain load scheduler never reruns the crashed test; nor do we.
+                """
+                workload = self.assigned_work.pop(node)
+                pending = [n for unit in workload.values() for n, done in unit.items() if not done]
+                if not pending:
+                    return None
+                crashed: str = pending[0]
+                for unit in workload.values():
+                    if crashed in unit:
+                        unit[crashed] = True
+                self.workqueue.update((s, u) for s, u in workload.items() if not all(u.values()))
+                for other in self.assigned_work:
+                    if other in self.registered_collections:
+                        self._reschedule(other)
+                return crashed
 
         return ChunkScheduling(config, log)
 
     def pytest_configure_node(self, node: Any) -> None:
         # Gates need every row of their file, and rows run on several workers: each worker appends the rows
-        # it scores to a shared spool folder, which gates read (runner.EvalRun.records_for).
-        run = config_of(node).stash[RUN_KEY]
-        if run.spool is None:
-            run.spool = Path(tempfile.mkdtemp(prefix="llmeval-spool-"))
-        node.workerinput["llmeval_spool"] = str(run.spool)
+        # it scores to a shared spool folder, which gates read (rowstore.RowStore.records_for).
+        store = config_of(node).stash[EVALUATOR_KEY].store
+        if store.spool is None:
+            store.spool = RowStore.create()
+        node.workerinput["llmeval_spool"] = str(store.spool)
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        run = config_of(node).stash[RUN_KEY]
-        if run.expected_rows is None:
-            run.expected_rows = sum(1 for n in ids if is_row_nodeid(n))
+        config = config_of(node)
+        recorder = config.stash[RECORDER_KEY]
+        if recorder.expected_rows is None:
+            is_row = row_predicate(config.getini("llmeval_files"))
+            recorder.expected_rows = sum(1 for n in ids if is_row(n))
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         meta = getattr(node, "workeroutput", {}).get("llmeval_meta")
-        run = config_of(node).stash[RUN_KEY]
-        # Every worker that loaded the model reports the same metadata; keep the richest one.
-        if meta and (run.worker_meta is None or len(meta) > len(run.worker_meta)):
-            run.worker_meta = meta
-        # Cache counts differ per worker (each generated its own chunks): summed, not picked.
-        cache = ((meta or {}).get("inference_config") or {}).get("cache") or {}
-        if cache.get("enabled"):
-            run.add_worker_cache(cache)
+        if meta:
+            config_of(node).stash[RECORDER_KEY].add_meta(meta)
 
 
 def config_of(node: Any) -> pytest.Config:

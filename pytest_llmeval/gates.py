@@ -10,6 +10,7 @@ threshold the milder verdict wins. Means of n scores carry rounding errors (0.85
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.benchmark import Case, jsonl_objects
+from pytest_llmeval.formatting import level, name_of_test, p_value
 
 if TYPE_CHECKING:
     # Only attributes are read at run time: importing stats here would pull in scipy for a type name.
@@ -39,10 +41,6 @@ STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
 _EPS = 1e-9
 
 DEFAULT_DIFFICULTY_MIX: Mapping[str, float] = MappingProxyType({"easy": 0.3, "medium": 0.5, "hard": 0.2})
-
-_TEST_NAMES: Mapping[str, str] = MappingProxyType(
-    {"mcnemar_exact": "McNemar exact", "paired_t": "paired t-test"}
-)
 
 # How many near-duplicate rows the message names, and training lines each details entry keeps: a 100k-row
 # training set must not turn results.json into a copy of itself.
@@ -82,6 +80,26 @@ class Verdict:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Policy: which gates a benchmark file gets
+
+
+def in_domain(benchmark: str, adapter: Path | None, globs: Sequence[str], rootdir: Path) -> bool:
+    """In-domain: under the adapter's folder (adapters/<domain>/eval/...), or matched by a domain glob."""
+    path = (rootdir / benchmark).resolve()
+    if adapter is not None and path.is_relative_to(adapter.resolve()):
+        return True
+    return any(fnmatch.fnmatch(benchmark, g) or fnmatch.fnmatch(str(path), g) for g in globs)
+
+
+def gate_names(*, in_domain: bool, has_previous: bool) -> list[str]:
+    """The gates a benchmark file gets, in the order they run."""
+    names = ["better_than_base" if in_domain else "no_degradation"]
+    if has_previous:
+        names.append("no_regression")
+    return [*names, "size", "difficulty_mix", "edge_cases", "held_out"]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Model gates: verdicts from paired comparisons (stats.compare_paired)
 
 
@@ -96,7 +114,7 @@ def better_than_base(cmp: PairedComparison | None, *, mode: str = "significant")
     summary = _summary(cmp)
     better = cmp.difference > _EPS
     significant = better and cmp.p_value < cmp.alpha
-    test = f"{_test_name(cmp)} p={_p(cmp.p_value, cmp.alpha)}"
+    test = f"{name_of_test(cmp.test)} p={p_value(cmp.p_value, cmp.alpha)}"
     if mode == "point":
         if better:
             # The LocoLLM criterion: any improvement of the mean counts; say how much evidence there is.
@@ -168,7 +186,7 @@ def no_regression(
     details["comparison"] = cmp.to_json()
     previous = f"previous version {previous_version}" if previous_version else "previous results"
     summary = _summary(cmp, adapter="current", base=previous)
-    test = f"{_test_name(cmp)} p={_p(cmp.p_value, cmp.alpha)}"
+    test = f"{name_of_test(cmp.test)} p={p_value(cmp.p_value, cmp.alpha)}"
     if cmp.difference < -_EPS and cmp.p_value < cmp.alpha:
         return Verdict(gate, "fail", f"significant regression: {summary}, {test} < {cmp.alpha:g}", details)
     if cmp.difference < -_EPS:
@@ -475,7 +493,7 @@ def _summary(cmp: PairedComparison, *, adapter: str = "adapter", base: str = "ba
     """`adapter 0.883 vs base 0.067: +0.817 (95% CI +0.720 to +0.900)`."""
     return (
         f"{adapter} {cmp.mean_adapter:.3f} vs {base} {cmp.mean_base:.3f}: {cmp.difference:+.3f} "
-        f"({_percent(cmp.confidence)} CI {cmp.ci_low:+.3f} to {cmp.ci_high:+.3f})"
+        f"({level(cmp.confidence)} CI {cmp.ci_low:+.3f} to {cmp.ci_high:+.3f})"
     )
 
 
@@ -488,21 +506,6 @@ def _power_note(cmp: PairedComparison) -> str:
     return note
 
 
-def _test_name(cmp: PairedComparison) -> str:
-    return _TEST_NAMES.get(cmp.test, cmp.test)
-
-
-def _p(p: float, alpha: float) -> str:
-    """`0.049`, `1.2e-14`: two significant digits, more only where rounding would cross alpha."""
-    # 0.0496 shown as "0.05" next to "< 0.05" reads as a contradiction; add digits until the shown value
-    # falls on the same side of alpha as the real one.
-    for digits in range(2, 17):
-        shown = f"{p:.{digits}g}"
-        if (float(shown) < alpha) == (p < alpha):
-            return shown
-    return repr(p)
-
-
 def _shown(value: float, side: Callable[[float], object], *, percent: bool = False) -> str:
     """`0.050` or `46%`, with more decimals where rounding would move the value across a threshold."""
     # A drop of 0.0501 shown as "0.050 > warn threshold 0.050" reads as a contradiction.
@@ -512,7 +515,3 @@ def _shown(value: float, side: Callable[[float], object], *, percent: bool = Fal
         if side(back) == side(value):
             return shown
     return repr(value)
-
-
-def _percent(share: float) -> str:
-    return f"{share * 100:g}%"

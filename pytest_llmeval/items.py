@@ -13,12 +13,16 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case
-from pytest_llmeval.gates import Verdict
+from pytest_llmeval.evaluator import GATE_PREFIX, Evaluator, RowError, RowResult
+from pytest_llmeval.gates import gate_names, in_domain
 from pytest_llmeval.models import ModelError
-from pytest_llmeval.runner import GATE_PREFIX, EvalRun, RowError, RowResult, gate_names, in_domain
+from pytest_llmeval.recorder import Recorder
+from pytest_llmeval.records import BASE, BenchmarkInfo, GateRecord, RowRecord, gate_record, score
 from pytest_llmeval.scorers import SCORERS, custom, read_benchmark
 
-RUN_KEY = pytest.StashKey[EvalRun]()
+# The evaluator of this process (every process), and the recorder (the controller only).
+EVALUATOR_KEY = pytest.StashKey[Evaluator]()
+RECORDER_KEY = pytest.StashKey[Recorder]()
 
 
 class RowFailed(Exception):
@@ -76,25 +80,35 @@ class BenchmarkFile(pytest.File):
                     problems.append(f"{self.benchmark}:{case.line}: {exc}")
         if problems:
             raise self.CollectError("\n".join(problems))
-        run = self.config.stash[RUN_KEY]
+        run = self.config.stash[EVALUATOR_KEY]
         run.benchmarks[self.benchmark] = benchmark
-        for case in benchmark.cases:
-            yield CaseItem.from_parent(self, name=case.id, case=case)
         opts = run.options
-        domain = in_domain(
+        inside = in_domain(
             self.benchmark, opts.spec.adapter, opts.gate_options.domain_globs, self.config.rootpath
         )
-        for name in gate_names(in_domain=domain, has_previous=run.previous is not None):
-            yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, in_domain=domain)
+        # What collection knows of this file travels with every row and gate record.
+        info: BenchmarkInfo = {
+            "name": self.benchmark,
+            "sha256": benchmark.sha256,
+            "domain": ("in" if inside else "out") if run.has_adapter else None,
+            "n_rows": len(benchmark.cases),
+        }
+        for case in benchmark.cases:
+            yield CaseItem.from_parent(self, name=case.id, case=case, info=info)
+        for name in gate_names(in_domain=inside, has_previous=run.previous is not None):
+            yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, info=info)
 
 
 class BenchmarkItem(pytest.Item):
-    """What rows and gates share: the benchmark file they belong to."""
+    """What rows and gates share: the benchmark file they belong to, as collection knew it."""
+
+    def __init__(self, *, info: BenchmarkInfo, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.info = info
 
     @property
     def benchmark(self) -> str:
-        assert isinstance(self.parent, BenchmarkFile)
-        return self.parent.benchmark
+        return self.info["name"]
 
 
 class CaseItem(BenchmarkItem):
@@ -103,7 +117,7 @@ class CaseItem(BenchmarkItem):
     def __init__(self, *, case: Case, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
-        self.llmeval_record: dict[str, Any] | None = None
+        self.llmeval_record: RowRecord | None = None
         # `-m hard`, `-m exact_match`: markers are registered in plugin.pytest_configure.
         self.add_marker(case.difficulty)
         self.add_marker(case.evaluation_type)
@@ -112,7 +126,7 @@ class CaseItem(BenchmarkItem):
             self.extra_keyword_matches.add(tag)
 
     def runtest(self) -> None:
-        run = self.config.stash[RUN_KEY]
+        run = self.config.stash[EVALUATOR_KEY]
         try:
             result = run.score_row(self.nodeid)
         except ModelError as exc:
@@ -120,14 +134,14 @@ class CaseItem(BenchmarkItem):
             self.session.shouldstop = f"llmeval: model could not be loaded: {exc}"
             raise RowError(str(exc)) from None
         self.llmeval_record = result.record
-        run.publish(result.record)
+        run.store.publish(result.record)
         # JUnit XML (--junitxml) gets a few flat numbers per row, not the whole record.
-        for who in ("base", "adapter"):
-            side = result.record.get(who)
-            if side and side.get("score"):
-                self.user_properties.append((f"llmeval_{who}_score", side["score"]["value"]))
-                if "perplexity" in side["score"]:
-                    self.user_properties.append((f"llmeval_{who}_perplexity", side["score"]["perplexity"]))
+        for who in result.record["models"]:
+            found = score(result.record, who)
+            if found is not None:
+                self.user_properties.append((f"llmeval_{who}_score", found["value"]))
+                if "perplexity" in found:
+                    self.user_properties.append((f"llmeval_{who}_perplexity", found["perplexity"]))
         if result.score is not None:
             self.user_properties.append(("llmeval_threshold", result.score.threshold))
         while run.notices:
@@ -160,7 +174,8 @@ class CaseItem(BenchmarkItem):
         case = self.case
         record = result.record
         assert result.score is not None
-        who = "adapter" if record["adapter"] is not None else "base"
+        who = record["evaluated"]
+        evaluated = record["models"][who]
         details = result.score.details
         if "max_perplexity" in details:
             return self._describe_perplexity(record, who)
@@ -172,35 +187,38 @@ class CaseItem(BenchmarkItem):
         if case.input:
             lines.append(f"  input:       {case.input!r}")
         lines.append(f"  expected:    {case.expected_output!r}")
-        if record[who]["output"] is not None:  # measured types (multiple_choice) generate nothing
-            lines.append(f"  output:      {record[who]['output']!r}")
+        if evaluated.get("output") is not None:  # measured types (multiple_choice) generate nothing
+            lines.append(f"  output:      {evaluated.get('output')!r}")
         explain = SCORERS[case.evaluation_type].explain
         if explain is not None:
             lines.extend(f"  {line}" for line in explain(details, case.evaluation_config))
         if "reason" in details:
             lines.append(f"  reason:      {details['reason']}")
-        if who == "adapter":
-            base = record["base"]
-            base_value = base["score"]["value"] if base["score"] else None
-            if base["output"] is None and base["score"]:
-                lines.append(f"  base:        {base['score'].get('predicted')!r} (score {base_value})")
+        if who != BASE:
+            base = record["models"][BASE]
+            base_score = score(record, BASE)
+            base_value = None if base_score is None else base_score["value"]
+            if base.get("output") is None and base_score is not None:
+                lines.append(f"  base:        {base_score.get('predicted')!r} (score {base_value})")
             else:
-                lines.append(f"  base output: {base['output']!r} (score {base_value})")
+                lines.append(f"  base output: {base.get('output')!r} (score {base_value})")
         return "\n".join(lines)
 
-    def _describe_perplexity(self, record: dict[str, Any], who: str) -> str:
+    def _describe_perplexity(self, record: RowRecord, who: str) -> str:
         """A perplexity row above its bound: the values of both models and the text."""
         case = self.case
-        score = record[who]["score"]
+        found = score(record, who)
+        assert found is not None
         text = case.expected_output if case.evaluation_config.get("on") == "reference" else case.input
         lines = [
             f"{self.benchmark}:{case.line}: {case.id} [perplexity, {case.difficulty}] perplexity "
-            f"{score['perplexity']:.4g} > threshold {score['max_perplexity']:.4g} ({who}, "
-            f"{score['n_tokens']} tokens, {score['bits_per_character']:.3f} bits per character)",
+            f"{found['perplexity']:.4g} > threshold {found['max_perplexity']:.4g} ({who}, "
+            f"{found['n_tokens']} tokens, {found['bits_per_character']:.3f} bits per character)",
             f"  text: {text[:200]!r}{' ...' if len(text) > 200 else ''}",
         ]
-        if who == "adapter" and record["base"]["score"]:
-            lines.append(f"  base perplexity: {record['base']['score']['perplexity']:.4g}")
+        base_score = score(record, BASE)
+        if who != BASE and base_score is not None:
+            lines.append(f"  base perplexity: {base_score['perplexity']:.4g}")
         return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
@@ -210,18 +228,16 @@ class CaseItem(BenchmarkItem):
 class GateItem(BenchmarkItem):
     """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
 
-    def __init__(self, *, gate: str, in_domain: bool, **kwargs: Any) -> None:
+    def __init__(self, *, gate: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate = gate
-        self.in_domain = in_domain
-        self.llmeval_gate: dict[str, Any] | None = None
+        self.llmeval_gate: GateRecord | None = None
         self.add_marker("gate")
 
     def runtest(self) -> None:
-        run = self.config.stash[RUN_KEY]
-        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
-        verdict: Verdict = run.evaluate_gate(self.benchmark, self.gate, workers=workers)
-        self.llmeval_gate = {"benchmark": self.benchmark, "in_domain": self.in_domain, **verdict.to_json()}
+        run = self.config.stash[EVALUATOR_KEY]
+        verdict, statistics = run.evaluate_gate(self.benchmark, self.gate)
+        self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics)
         if verdict.status == "skip":
             pytest.skip(f"{self.benchmark}: gate {self.gate}: {verdict.message}")
         if verdict.status == "warn":

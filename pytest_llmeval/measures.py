@@ -2,7 +2,7 @@
 multiple-choice answers, the judge's sampled grades, the fluency of generated texts.
 
 Each function takes a loaded model and a chunk's cases or texts, runs them in shared batches, and returns
-JSON-able measurements (one per row, base and adapter) for the scorers. runner.py decides which rows and
+JSON-able measurements (one per row, base and adapter) for the scorers. evaluator.py decides which rows and
 keeps the results. torch is imported inside the functions it calls.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_llmeval.benchmark import Case
 from pytest_llmeval.models import LoadedModel
+from pytest_llmeval.records import FluencyRecord
 
 Sides = tuple[list[dict[str, Any]], list[dict[str, Any] | None]]  # base, adapter (None without one)
 
@@ -174,23 +175,28 @@ def judge_runs(
 
 
 def fluency(
-    scorer: LoadedModel, references: Sequence[str], base: Sequence[str], adapter: Sequence[str | None] | None
-) -> list[dict[str, dict[str, Any] | None]]:
-    """Per row: NLL, tokens and characters of the reference, base and adapter texts under `scorer`."""
+    scorer: LoadedModel,
+    references: Sequence[str],
+    outputs: Sequence[str | None],
+    *,
+    adapter: bool,
+    scorer_name: str,
+) -> list[FluencyRecord]:
+    """Per row: NLL, tokens and characters of the output and of the reference under `scorer`.
+
+    `adapter` turns the scorer's adapter on (an adapter measuring its own outputs) or off.
+    """
     from pytest_llmeval.perplexity import perplexity
 
-    sides: dict[str, list[str | None]] = {"reference": list(references), "base": list(base)}
-    if adapter is not None:
-        sides["adapter"] = list(adapter)
     # One call for every text of the chunk: they share forward passes. Empty texts have no token to score.
-    texts = sorted({t for side in sides.values() for t in side if t and t.strip()})
+    texts = sorted({t for t in [*references, *outputs] if t and t.strip()})
     measured: dict[str, dict[str, Any]] = {}
     if texts:
-        with scorer.adapter_enabled(False):
+        with scorer.adapter_enabled(adapter):
             result = perplexity(scorer.model, scorer.tokenizer, texts)
         for t in result.texts:
             measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}
     return [
-        {side: measured.get(values[i] or "") for side, values in sides.items()}
-        for i in range(len(references))
+        {"scorer": scorer_name, "output": measured.get(out or ""), "reference": measured.get(ref)}
+        for ref, out in zip(references, outputs, strict=True)
     ]

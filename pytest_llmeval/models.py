@@ -215,6 +215,16 @@ def _adapter_weights(adapter: Path) -> Path | None:
     return None
 
 
+TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
+
+
+def find_training_file(adapter: Path | None) -> Path | None:
+    """The LocoLLM layout keeps an adapter's training data beside it; the first of TRAINING_FILES found."""
+    if adapter is None:
+        return None
+    return next((adapter / n for n in TRAINING_FILES if (adapter / n).is_file()), None)
+
+
 def adapter_metadata(adapter: Path) -> dict[str, Any]:
     """Name, version and in-domain benchmark globs of an adapter: its metadata.json, else the folder name."""
     meta: dict[str, Any] = {"name": adapter.resolve().name, "version": None}

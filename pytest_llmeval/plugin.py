@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Generator
@@ -19,15 +18,11 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.items import RUN_KEY, BenchmarkFile, CaseItem, GateItem
-from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata
-from pytest_llmeval.runner import (
-    EvalRun,
-    GateOptions,
-    RowRef,
-    RunOptions,
-    find_training_file,
-)
+from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
+from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
+from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
+from pytest_llmeval.recorder import Recorder
+from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
 
 DEVICES_HELP = "auto|cpu|cuda|cuda:N"
@@ -353,16 +348,20 @@ def pytest_configure(config: pytest.Config) -> None:
         composite_weights=_composite_weights(config),
         cache_dir=_generation_cache_dir(config),
     )
-    run = EvalRun(options=options, previous=_previous_results(config))
-    config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
+    previous = _previous_results(config)
+    store = RowStore()
     if _is_worker(config):
         spool = config.workerinput.get("llmeval_spool")  # type: ignore[attr-defined]
         if spool:
-            run.spool = Path(spool)
-            run.worker_id = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
-    config.stash[RUN_KEY] = run
+            store = RowStore(Path(spool), str(config.workerinput["workerid"]))  # type: ignore[attr-defined]
+    config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
+    config.stash[EVALUATOR_KEY] = Evaluator(options=options, store=store, previous=previous)
     if not _is_worker(config):
-        config.pluginmanager.register(_RecordSink(run, config), "llmeval-records")
+        recorder = Recorder(
+            alpha=gate_options.alpha, composite_weights=options.composite_weights, previous=previous
+        )
+        config.stash[RECORDER_KEY] = recorder
+        config.pluginmanager.register(_RecordSink(recorder, store, config), "llmeval-records")
     if config.pluginmanager.hasplugin("xdist"):
         # xdist's hooks exist only when xdist is installed; registering them otherwise is an error.
         from pytest_llmeval.distribution import XdistHooks
@@ -410,7 +409,7 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    run = config.stash[RUN_KEY]
+    run = config.stash[EVALUATOR_KEY]
     spec = run.options.spec
     if run.options.predictions is not None and not _is_worker(config):
         try:
@@ -435,11 +434,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
     patterns: list[str] = parent.config.getini("llmeval_files")
     if not any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
         return None
-    # The adapter's training data is JSONL too, but it is what the benchmarks must be held out from.
-    run = parent.config.stash[RUN_KEY]
-    training = run.options.gate_options.train_data
-    if training is not None and training.resolve() == file_path.resolve():
-        return None
+    # The adapter's training data and the saved predictions are JSONL too, but they are not benchmarks.
+    options = parent.config.stash[EVALUATOR_KEY].options
+    for other in (options.gate_options.train_data, options.predictions):
+        if other is not None and other.resolve() == file_path.resolve():
+            return None
     return BenchmarkFile.from_parent(parent, path=file_path)
 
 
@@ -453,11 +452,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     rows = [
-        RowRef(nodeid=item.nodeid, benchmark=item.benchmark, case=item.case)
+        RowRef(nodeid=item.nodeid, benchmark=item.info, case=item.case)
         for item in session.items
         if isinstance(item, CaseItem)
     ]
-    session.config.stash[RUN_KEY].set_rows(rows)
+    session.config.stash[EVALUATOR_KEY].set_rows(rows)
+    if RECORDER_KEY in session.config.stash:  # serially the controller collects too
+        recorder = session.config.stash[RECORDER_KEY]
+        recorder.expected_rows = len(rows)
+        for r in rows:
+            name = r.benchmark["name"]
+            recorder.expected_by_benchmark[name] = recorder.expected_by_benchmark.get(name, 0) + 1
 
 
 @pytest.fixture(scope="session")
@@ -474,7 +479,7 @@ def llm_base(pytestconfig: pytest.Config) -> LLM:
 
 def _handle(config: pytest.Config, *, adapter: bool) -> LLM:
     try:
-        return config.stash[RUN_KEY].llm(adapter=adapter)
+        return config.stash[EVALUATOR_KEY].llm(adapter=adapter)
     except ModelError as exc:
         pytest.fail(f"llmeval: {exc}", pytrace=False)
 
@@ -492,28 +497,44 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _RecordSink:
-    """Collects per-row records from reports (serial: this process's; -n: every worker's, replayed here).
+    """Feeds the recorder from reports (serial: this process's; -n: every worker's, replayed here).
 
     A per-config plugin object rather than a module hook: pytest_runtest_logreport gets no config, and a
     module global would mix sessions that pytester runs inside one process.
     """
 
-    def __init__(self, run: EvalRun, config: pytest.Config) -> None:
-        self.run = run
+    def __init__(self, recorder: Recorder, store: RowStore, config: pytest.Config) -> None:
+        self.recorder = recorder
+        self.store = store
         self.config = config
+        self.is_row = row_predicate(config.getini("llmeval_files"))
         self.started = time.monotonic()
         self.last_progress = self.started
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
         record = getattr(report, "llmeval_record", None)
         if record is not None:
-            self.run.records[record["nodeid"]] = record
-            self._progress(record["benchmark"])
+            self.recorder.add_row(record)
+            self._progress(record["benchmark"]["name"])
         gate = getattr(report, "llmeval_gate", None)
         if gate is not None:
-            self.run.gate_records[report.nodeid] = gate
+            self.recorder.add_gate(report.nodeid, gate)
+        # A row whose test ends without a record (its worker was killed: xdist reports when "???"; it
+        # failed before scoring) is lost: tell gates waiting for it on other workers not to.
+        ended = report.when == "call" or (report.when != "teardown" and not report.passed)
+        if (
+            record is None
+            and ended
+            and self.is_row(report.nodeid)
+            and report.nodeid not in self.recorder.records
+        ):
+            why = (
+                "its worker crashed"
+                if str(report.when) == "???"  # xdist's report of a crashed worker's test
+                else f"its test ended without a score ({report.outcome})"
+            )
+            self.recorder.lost[report.nodeid] = why
+            self.store.mark_lost(report.nodeid, why)
 
     def _progress(self, benchmark: str) -> None:
         """Every PROGRESS_SECONDS of a long run: rows scored of all, the rate, the current benchmark.
@@ -528,10 +549,9 @@ class _RecordSink:
         if reporter is None:
             return
         self.last_progress = now
-        done = len(self.run.records)
-        total = f"/{self.run.expected_rows}" if self.run.expected_rows else ""
-        in_file = sum(1 for r in self.run.records.values() if r["benchmark"] == benchmark)
-        of_file = len(self.run.rows_of(benchmark))
+        done = self.recorder.rows_done()
+        expected = self.recorder.expected_rows
+        total = f"/{expected}" if expected else ""
         rate = done / (now - self.started)
         # xdist writes its progress characters without telling the reporter a line is open, so
         # write_line's ensure_newline() would glue ours onto them: end that line first.
@@ -541,19 +561,19 @@ class _RecordSink:
             reporter.write("\n")
         reporter.write_line(
             f"llmeval: {done}{total} rows scored, {rate:.1f} rows/s; "
-            f"{benchmark}: {in_file}{f'/{of_file}' if of_file else ''}"
+            f"{benchmark}: {self.recorder.rows_done(benchmark)}"
+            + (f"/{of_file}" if (of_file := self.recorder.expected_by_benchmark.get(benchmark)) else "")
         )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
     config = session.config
-    run = config.stash[RUN_KEY]
+    run = config.stash[EVALUATOR_KEY]
     if _is_worker(config):
-        run.finish_worker()
         config.workeroutput["llmeval_meta"] = run.meta()  # type: ignore[attr-defined]
         return
-    records = run.records
-    if (not records and not run.expected_rows) or config.option.collectonly:
+    recorder = config.stash[RECORDER_KEY]
+    if (not recorder.records and not recorder.expected_rows) or config.option.collectonly:
         return  # no benchmark evaluated in this run: nothing to write (and an old file stays as it was)
     reasons = []
     if exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -562,32 +582,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         reasons.append(f"stopped: {session.shouldstop}")
     if session.shouldfail:
         reasons.append(f"stopped early: {session.shouldfail}")
-    if run.expected_rows is not None and len(records) < run.expected_rows:
-        reasons.append(f"{len(records)} of {run.expected_rows} rows finished")
-    meta = run.meta() if run.worker_meta is None else run.worker_meta
-    if run.worker_cache is not None and isinstance(meta.get("inference_config"), dict):
-        meta["inference_config"]["cache"] = run.cache_info()  # every worker's counts, not one worker's
-    from pytest_llmeval.results import build_results, write_atomic, write_text_atomic
+    recorder.add_meta(run.meta())
+    document = recorder.document(reasons=reasons)
+    from pytest_llmeval.results import write_atomic, write_text_atomic
 
-    document = build_results(
-        records.values(),
-        gates=run.gate_records.values(),
-        previous=run.previous,
-        alpha=run.options.gate_options.alpha,
-        composite_weights=run.options.composite_weights,
-        meta=meta,
-        rootdir=config.rootpath,
-        complete=not reasons,
-        incomplete_reason="; ".join(reasons) or None,
-    )
-    if run.options.predictions is not None:
-        collected = [(r.benchmark, r.case.id) for r in run.rows.values()] or [
-            (r["benchmark"], r["id"]) for r in records.values()
-        ]
-        document["predictions"] = {
-            "file": str(run.options.predictions),
-            "unmatched_ids": run.unmatched_predictions(collected),
-        }
     path = config.invocation_params.dir / config.option.llmeval_results
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
@@ -607,9 +605,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None and run.spool is not None and not _is_worker(config):
-        shutil.rmtree(run.spool, ignore_errors=True)
+    run = config.stash.get(EVALUATOR_KEY, None)
+    if run is not None and not _is_worker(config):
+        run.store.remove()
 
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
@@ -618,7 +616,7 @@ _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if _DOCUMENT_KEY not in config.stash:
         return
-    from pytest_llmeval.results import summary_lines
+    from pytest_llmeval.report import summary_lines
 
     path, document = config.stash[_DOCUMENT_KEY]
     if os.environ.get("GITHUB_ACTIONS") == "true":

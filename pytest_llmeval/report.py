@@ -12,9 +12,25 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from pytest_llmeval import records
 from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.formatting import (
+    MISSING,
+    SCORE_MEASURE,
+    composite_value,
+    level,
+    measure_difference,
+    measure_interval,
+    measure_unit,
+    name_of_test,
+    out_of_domain,
+    p_value,
+    percent,
+    points,
+)
+from pytest_llmeval.records import ADAPTER, BASE
 
 # Scores that agree to within this are equal: means of floats are not exact (see stats._NOISE).
 _EPS = 1e-9
@@ -40,21 +56,18 @@ _STATUS_MARK = {"pass": "✔ PASS", "warn": "! WARN", "fail": "✘ FAIL", "skip"
 
 @dataclass(frozen=True)
 class _Row:
-    benchmark: str
+    benchmark: str  # the benchmark entry's benchmark_file: results.json rows leave it to their parent
     record: Mapping[str, Any]
 
     @property
     def nodeid(self) -> str:
-        return str(self.record.get("nodeid") or f"{self.benchmark}::{self.record.get('id')}")
+        return str(self.record["nodeid"])
 
     def score(self, who: str) -> Mapping[str, Any] | None:
-        side = self.record.get(who)
-        score: Mapping[str, Any] | None = side.get("score") if side else None
-        return score
+        return records.score(self.record, who)
 
     def value(self, who: str) -> float | None:
-        score = self.score(who)
-        return None if score is None else float(score["value"])
+        return records.score_value(self.record, who)
 
     def passed(self, who: str) -> bool | None:
         score = self.score(who)
@@ -64,18 +77,18 @@ class _Row:
 
     @property
     def has_adapter(self) -> bool:
-        return self.record.get("adapter") is not None
+        return str(self.record["evaluated"]) == ADAPTER
 
     @property
     def delta(self) -> float | None:
         """Adapter score - base score; None unless both were scored."""
-        a, b = self.value("adapter"), self.value("base")
+        a, b = self.value(ADAPTER), self.value(BASE)
         return None if a is None or b is None else a - b
 
     @property
     def measure_delta(self) -> float:
         """Perplexity rows: the adapter's rise in cross-entropy (nats per token); 0 for other rows."""
-        a, b = self.score("adapter"), self.score("base")
+        a, b = self.score(ADAPTER), self.score(BASE)
         if a is None or b is None or "cross_entropy" not in a or "cross_entropy" not in b:
             return 0.0
         return float(a["cross_entropy"]) - float(b["cross_entropy"])
@@ -85,14 +98,14 @@ class _Row:
         """regression (pass -> fail), worse, fixed (fail -> pass), better, same, base_only, error, skipped."""
         if self.record.get("skipped"):
             return "skipped"
-        if self.record.get("error") or self.value("base") is None:
+        if self.record.get("error") or self.value(BASE) is None:
             return "error"
         if not self.has_adapter:
             return "base_only"
         delta = self.delta
         if delta is None:
             return "error"
-        base, adapter = self.passed("base"), self.passed("adapter")
+        base, adapter = self.passed(BASE), self.passed(ADAPTER)
         if base and not adapter:
             return "regression"
         if adapter and not base:
@@ -145,8 +158,16 @@ def _pick_spread(
     return out
 
 
-def select_spot_check(document: Mapping[str, Any], n: int = 5) -> list[tuple[Mapping[str, Any], str]]:
-    """The rows the spot check shows, as (row, why it was chosen): see SELECTION_RULE."""
+class SpotCheckPick(NamedTuple):
+    """A row the spot check shows: its benchmark file, the row, and one sentence on why it was chosen."""
+
+    benchmark: str
+    row: Mapping[str, Any]
+    why: str
+
+
+def select_spot_check(document: Mapping[str, Any], n: int = 5) -> list[SpotCheckPick]:
+    """The rows the spot check shows, with why each was chosen: see SELECTION_RULE."""
     rows = _rows(document)
     taken: dict[str, int] = {}
     chosen: set[str] = set()
@@ -159,27 +180,27 @@ def select_spot_check(document: Mapping[str, Any], n: int = 5) -> list[tuple[Map
     scored = [r for r in rows if r.change not in ("error", "skipped")]
     unscored = [r for r in rows if r.change in ("error", "skipped")]
     if document.get("mode") == "base_only" or not any(r.has_adapter for r in rows):
-        add("failure", [r for r in scored if not r.passed("base")], lambda r: (r.value("base"),), n)
+        add("failure", [r for r in scored if not r.passed(BASE)], lambda r: (r.value(BASE),), n)
         add("other", scored, _no_key, n)
     else:
         # Perplexity rows score pass/fail against a bound: among equal drops, the larger move in
         # cross-entropy is the clearer example. It ranks after the benchmark spread, as other rows have none.
         worst: _Key = lambda r: (r.change != "regression", r.delta)  # noqa: E731
-        lowest: _Key = lambda r: (r.value("adapter"),)  # noqa: E731
+        lowest: _Key = lambda r: (r.value(ADAPTER),)  # noqa: E731
         best: _Key = lambda r: (r.change != "fixed", -(r.delta or 0.0))  # noqa: E731
         rise: _Key = lambda r: (-r.measure_delta,)  # noqa: E731
         fall: _Key = lambda r: (r.measure_delta,)  # noqa: E731
         regressions = [r for r in scored if r.change in ("regression", "worse")]
-        failing = [r for r in scored if not r.passed("adapter")]
+        failing = [r for r in scored if not r.passed(ADAPTER)]
         add("regression", regressions, worst, max(1, n // 2), rise)
         # Without a regression every row the adapter fails is one the base failed too.
-        add("failure", [r for r in failing if not r.passed("base")], lowest, 1, rise)
+        add("failure", [r for r in failing if not r.passed(BASE)], lowest, 1, rise)
         add("improvement", [r for r in scored if r.change in ("fixed", "better")], best, n, fall)
         add("regression", regressions, worst, n, rise)
         add("failure", failing, lowest, n, rise)
         add("other", scored, _no_key, n)
     add("other", unscored, _no_key, n)
-    return [(p.row.record, _why(p)) for p in picks]
+    return [SpotCheckPick(p.row.benchmark, p.row.record, _why(p)) for p in picks]
 
 
 SELECTION_RULE = (
@@ -201,11 +222,11 @@ def _why(pick: _Pick) -> str:
     if change in ("error", "skipped"):
         reason = row.record.get("skipped") or row.record.get("error") or "no score"
         return f"{'Skipped' if change == 'skipped' else 'Error'}: {_one_line(str(reason), 200)}"
-    b = _fmt_score(row.value("base"))
+    b = _fmt_score(row.value(BASE))
     if change == "base_only":
-        verdict = "fails" if not row.passed("base") else "passes"
+        verdict = "fails" if not row.passed(BASE) else "passes"
         return f"The base model {verdict} ({b})."
-    a = _fmt_score(row.value("adapter"))
+    a = _fmt_score(row.value(ADAPTER))
     text = {
         "regression": f"Regression: the base passed ({b}) and the adapter fails ({a}).",
         "worse": f"Regression: the adapter scores lower than the base ({b} → {a}).",
@@ -213,11 +234,11 @@ def _why(pick: _Pick) -> str:
         "better": f"Improvement: the adapter scores higher than the base ({b} → {a}).",
     }.get(change)
     if text is None:
-        both = "fail" if not row.passed("adapter") else "pass"
+        both = "fail" if not row.passed(ADAPTER) else "pass"
         label = "Still wrong" if pick.why == "failure" else "Unchanged"
         text = f"{label}: both {both} (base {b}, adapter {a})."
     if row.measure_delta:
-        ppl_b, ppl_a = row.score("base"), row.score("adapter")
+        ppl_b, ppl_a = row.score(BASE), row.score(ADAPTER)
         assert ppl_b is not None and ppl_a is not None  # measure_delta is nonzero only with both
         text += f" Perplexity {ppl_b['perplexity']:.2f} → {ppl_a['perplexity']:.2f}."
     return text
@@ -229,7 +250,7 @@ def _why(pick: _Pick) -> str:
 
 def _answer(record: Mapping[str, Any], who: str) -> tuple[str | None, str]:
     """(text the model wrote, or None for measured rows; a language for a code block)."""
-    side = record.get(who)
+    side = records.side(record, who)
     if not side:
         return None, ""
     score = side.get("score") or {}
@@ -241,7 +262,7 @@ def _answer(record: Mapping[str, Any], who: str) -> tuple[str | None, str]:
 
 def _measurement(record: Mapping[str, Any], who: str) -> str | None:
     """What a measured row measured (perplexity, the chosen choice), as one line; None for generated rows."""
-    side = record.get(who)
+    side = records.side(record, who)
     if not side:
         return None
     score = side.get("score") or {}
@@ -264,7 +285,7 @@ def _measurement(record: Mapping[str, Any], who: str) -> str | None:
 
 def _score_note(record: Mapping[str, Any], who: str) -> str:
     """Score, verdict and the type's own details in a few words: '0.00, fail (threshold 1.00); ...'."""
-    side = record.get(who)
+    side = records.side(record, who)
     if not side:
         return "no score" if record.get("error") or record.get("skipped") else "-"
     score = side.get("score")
@@ -305,11 +326,9 @@ def _truncate(text: str, limit: int) -> str:
     return text[:limit] + f"\n[… truncated: {len(text) - limit} more characters]"
 
 
-def _prompt(record: Mapping[str, Any]) -> str | None:
-    """Instruction and input of a row (results.json records them), or None for a record without them."""
-    if "instruction" not in record:
-        return None
-    parts = [str(record.get("instruction") or ""), str(record.get("input") or "")]
+def _prompt(record: Mapping[str, Any]) -> str:
+    """Instruction and input of a row, as results.json records them ("" when both are empty)."""
+    parts = [str(record["instruction"]), str(record["input"])]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -369,10 +388,27 @@ def _md_header(document: Mapping[str, Any]) -> list[str]:
     facts = [f"Run of {document.get('timestamp', '?')}"]
     if document.get("quantization"):
         facts.append(f"quantization: {document['quantization']}")
+    if document.get("hardware"):
+        facts.append(f"hardware: {document['hardware']}")
     lines.append(md_escape("; ".join(facts)) + ".")
+    lines += ["", _md_top_level(document)]
     if not document.get("complete", True):
         lines += ["", f"> **Incomplete run:** {md_escape(str(document.get('incomplete_reason') or '?'))}"]
     return lines
+
+
+def _md_top_level(document: Mapping[str, Any]) -> str:
+    """Which benchmark results.json's top level (the LocoLLM fields) describes, why, and its scores."""
+    top = document.get("top_level") or {}
+    reason = md_escape(str(top.get("reason") or "not recorded"))
+    if not top.get("benchmark"):
+        return f"Top level of results.json: none ({reason})."
+    text = f"Top level of results.json: {md_code(str(top['benchmark']))} ({reason})"
+    results = document.get("results") or {}
+    scores = [f"base {percent(results.get('base_model_score'))}"]
+    if document.get("mode") == "adapter_vs_base":
+        scores.append(f"adapter {percent(results.get('adapter_score'))}")
+    return f"{text}: {', '.join(scores)}."
 
 
 def spot_check_markdown(
@@ -384,12 +420,11 @@ def spot_check_markdown(
     lines = _md_header(document)
     total = len(_rows(document))
     picked = select_spot_check(document, n)
-    adapter = document.get("mode") != "base_only" and any(r.get("adapter") is not None for r, _ in picked)
+    adapter = document.get("mode") == "adapter_vs_base"
     lines += ["", f"{len(picked)} of {total} rows, chosen by the rule at the end of this page.", ""]
     if not picked:
         lines += ["No benchmark rows in this run: nothing to check.", ""]
-    for index, (record, why) in enumerate(picked, start=1):
-        bench = str(record.get("nodeid", "")).split("::")[0]
+    for index, (bench, record, why) in enumerate(picked, start=1):
         lines.append(f"## {index}. {md_code(bench)} :: {md_code(str(record.get('id')))}")
         lines.append("")
         lines.append(md_escape(why))
@@ -407,7 +442,7 @@ def spot_check_markdown(
         lines += [
             "**Prompt**",
             "",
-            md_block(_truncate(prompt, _MD_MAX)) if prompt else "*(not recorded)*",
+            md_block(_truncate(prompt, _MD_MAX)) if prompt else "*(empty)*",
             "",
         ]
         expected = str(record.get("expected_output") or "")
@@ -415,13 +450,13 @@ def spot_check_markdown(
             lines += ["**Expected**", "", md_block(_truncate(expected, _MD_MAX)), ""]
         else:
             lines += [f"**Expected:** {_md_value(expected, empty='*(none)*')}", ""]
-        sides = ["base", "adapter"] if adapter else ["base"]
+        sides = [BASE, ADAPTER] if adapter else [BASE]
         answers = {who: _answer(record, who) for who in sides}
         blocks = any(
             text is not None and ("\n" in text or len(text) > _MD_INLINE or lang)
             for text, lang in answers.values()
         )
-        lines.append("| | " + " | ".join("Base" if who == "base" else "Adapter" for who in sides) + " |")
+        lines.append("| | " + " | ".join(who.capitalize() for who in sides) + " |")
         lines.append("|---|" + "---|" * len(sides))
         cells = []
         for who in sides:
@@ -432,7 +467,7 @@ def spot_check_markdown(
             elif text is None:
                 cells.append("-")
             elif blocks:
-                cells.append(f"see {'base' if who == 'base' else 'adapter'} answer below")
+                cells.append(f"see {who} answer below")
             else:
                 cells.append(_md_value(_truncate(text, _MD_INLINE)))
         lines.append("| Answer | " + " | ".join(cells) + " |")
@@ -443,7 +478,7 @@ def spot_check_markdown(
                 text, lang = answers[who]
                 if text is None or _measurement(record, who) is not None:
                     continue
-                label = "Base answer" if who == "base" else "Adapter answer"
+                label = f"{who.capitalize()} answer"
                 lines += [
                     f"**{label}**",
                     "",
@@ -584,25 +619,8 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def _signed(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:+.{digits}f}"
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
-
-
 def _slug(text: str, index: int) -> str:
     return f"b{index}-" + re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-_TEST_NAMES = {"mcnemar_exact": "McNemar exact test", "paired_t": "paired t-test"}
 
 
 def _svg_open(chart_id: str, width: int, height: int, title: str, desc: str) -> list[str]:
@@ -629,7 +647,7 @@ def _difficulty_svg(
     width, height, left, top, bottom = 130 + 110 * len(groups), 250, 44, 28, 44
     plot_h = height - top - bottom
     desc = "; ".join(
-        f"{name} (n={n}): base {_pct(b)}" + (f", adapter {_pct(a)}" if adapter else "")
+        f"{name} (n={n}): base {percent(b)}" + (f", adapter {percent(a)}" if adapter else "")
         for name, n, b, a in groups
     )
     title = "Mean score per difficulty, base" + (" against adapter" if adapter else " model")
@@ -658,11 +676,11 @@ def _difficulty_svg(
             y = top + plot_h - h
             out.append(
                 f'<rect x="{x}" y="{y:.1f}" width="{bar_w}" height="{h:.1f}" fill="{fill}" stroke="#333" '
-                f'stroke-width="0.5"><title>{_e(f"{name}, {who}: {_pct(value)} (n={n})")}</title></rect>'
+                f'stroke-width="0.5"><title>{_e(f"{name}, {who}: {percent(value)} (n={n})")}</title></rect>'
             )
             out.append(
                 f'<text x="{x + bar_w / 2}" y="{y - 4:.1f}" text-anchor="middle" font-size="10">'
-                f"{100 * float(value):.0f}</text>"
+                f"{percent(float(value), 0)}</text>"
             )
         out.append(
             f'<text x="{x0 + (bar_w + 2) * len(bars) / 2}" y="{height - bottom + 16}" text-anchor="middle" '
@@ -689,10 +707,10 @@ def _difficulty_svg(
 def _differences(bench: Mapping[str, Any]) -> tuple[list[float], str, float]:
     """(per-row differences, axis label, half-width of the axis): adapter - base, higher is better."""
     rows = [_Row(str(bench["benchmark_file"]), r) for r in bench.get("rows", [])]
-    measure = (bench.get("statistics") or {}).get("measure", "score")
-    if measure != "score":
+    measure = (bench.get("statistics") or {}).get("measure", SCORE_MEASURE)
+    if measure != SCORE_MEASURE:
         # Perplexity benchmarks are compared on cross-entropy (results.comparison_values): so is the chart.
-        values = [-r.measure_delta for r in rows if r.score("adapter") and r.score("base")]
+        values = [-r.measure_delta for r in rows if r.score(ADAPTER) and r.score(BASE)]
         half = max((abs(v) for v in values), default=0.0)
         half = _nice(half) if half > 0 else 1.0
         return values, "base − adapter cross-entropy (nats per token)", half
@@ -787,13 +805,14 @@ def _histogram_svg(chart_id: str, values: Sequence[float], label: str, half: flo
 def _stats_line(stats: Mapping[str, Any] | None) -> str:
     if not stats:
         return ""
-    level = f"{100 * float(stats.get('confidence', 0.95)):g}%"
-    measure = stats.get("measure", "score")
+    measure = str(stats.get("measure", SCORE_MEASURE))
+    alpha = stats.get("alpha")
     text = (
-        f"adapter − base ({measure}): {_signed(stats.get('difference'))} "
-        f"({level} CI {_signed(stats.get('ci_low'))} to {_signed(stats.get('ci_high'))}), "
-        f"{_TEST_NAMES.get(str(stats.get('test')), str(stats.get('test')))} p = {_p(stats.get('p_value'))}"
-        f", n = {stats.get('n')}"
+        f"adapter − base, {measure_unit(measure)}: {measure_difference(stats.get('difference'), measure)} "
+        f"({level(float(stats.get('confidence', 0.95)))} CI "
+        f"{measure_interval(stats.get('ci_low'), stats.get('ci_high'), measure)}), "
+        f"{name_of_test(str(stats.get('test')))} p = {p_value(stats.get('p_value'), alpha)}, "
+        f"n = {stats.get('n')}"
     )
     if stats.get("discordant"):
         wins, losses = stats["discordant"]
@@ -801,7 +820,7 @@ def _stats_line(stats: Mapping[str, Any] | None) -> str:
     if stats.get("effect_size") is not None:
         text += f", d_z = {float(stats['effect_size']):.2f}"
     verdict = "significant" if stats.get("significant") else "not significant"
-    text += f" — {verdict} at α = {stats.get('alpha')}"
+    text += f" — {verdict} at α = {alpha}"
     return f'<p class="stats">{_e(text)}</p>'
 
 
@@ -831,11 +850,11 @@ def _kv_table(caption: str, header: Sequence[str], rows: Iterable[Sequence[objec
 
 
 def _num(value: Any, fmt: str = ".3f") -> str:
-    return "–" if value is None else format(float(value), fmt)
+    return MISSING if value is None else format(float(value), fmt)
 
 
 def _perplexity_html(ppl: Mapping[str, Any]) -> list[str]:
-    sides = [w for w in ("base", "adapter") if ppl.get(w)]
+    sides = [w for w in (BASE, ADAPTER) if ppl.get(w)]
     fields = [
         ("perplexity (token-weighted)", "perplexity", ".2f"),
         ("mean text perplexity", "mean_text_perplexity", ".2f"),
@@ -860,23 +879,53 @@ def _perplexity_html(ppl: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _composite_html(composite: Mapping[str, Any], heading: str) -> list[str]:
-    sides = [w for w in ("base", "adapter") if composite.get(w)]
+def _composite_html(composite: Mapping[str, Any], heading: str, adapter: bool) -> list[str]:
+    # results.json has an adapter entry in a base-only run too (with no value): only models that ran.
+    sides = [w for w in ([BASE, ADAPTER] if adapter else [BASE]) if composite.get(w)]
     first = composite[sides[0]]
     rows = [
         [metric, f"{float(weight):g}", *(_num(composite[w]["metrics"].get(metric), ".2f") for w in sides)]
         for metric, weight in first.get("weights", {}).items()
     ]
-    rows.append(["composite (0–100)", "", *(_num(composite[w].get("value"), ".2f") for w in sides)])
+    # No value: the reason stands in the cell instead (the metrics present carry too little weight).
+    rows.append(["composite (0–100)", "", *(composite_value(composite[w]) for w in sides)])
     out = [
         f"<h3>{_e(heading)}</h3>",
         *_kv_table("Weighted composite score", ["metric", "weight", *sides], rows),
     ]
-    if first.get("missing"):
-        out.append(
-            f'<p class="muted">No rows for: {_e(", ".join(first["missing"]))} (weights renormalised).</p>'
-        )
+    renormalised = [w for w in sides if composite[w].get("value") is not None and composite[w].get("missing")]
+    if renormalised:
+        missing = composite[renormalised[0]]["missing"]
+        out.append(f'<p class="muted">No rows for: {_e(", ".join(missing))} (weights renormalised).</p>')
     return out
+
+
+def _fluency_html(fluency: Mapping[str, Any]) -> list[str]:
+    """--llmeval-fluency, per model: perplexity of its own outputs, beside the reference texts' under the
+    same scorer."""
+    sides = [w for w in (BASE, ADAPTER) if fluency.get(w)] + sorted(set(fluency) - {BASE, ADAPTER})
+
+    def corpus(who: str, which: str, key: str, fmt: str) -> str:
+        found = fluency[who].get(which)
+        return _num(None if not found else found.get(key), fmt)
+
+    rows = [
+        ["scored by", *(str(fluency[w].get("scorer", MISSING)) for w in sides)],
+        ["perplexity of its own outputs", *(corpus(w, "output", "perplexity", ".2f") for w in sides)],
+        ["perplexity of the references", *(corpus(w, "reference", "perplexity", ".2f") for w in sides)],
+        ["outputs / references", *(_num(fluency[w].get("ratio_to_reference"), ".3f") for w in sides)],
+        [
+            "cross-entropy difference (nats/token)",
+            *(_num(fluency[w].get("cross_entropy_difference"), "+.4f") for w in sides),
+        ],
+        ["perplexity score (0–100)", *(_num(fluency[w].get("perplexity_score"), ".2f") for w in sides)],
+        ["outputs measured", *(corpus(w, "output", "n_texts", ".0f") for w in sides)],
+        ["empty outputs", *(str(fluency[w].get("n_empty_outputs", 0)) for w in sides)],
+    ]
+    return [
+        "<h3>Fluency</h3>",
+        *_kv_table("Perplexity of each model's generated outputs (token-weighted)", ["", *sides], rows),
+    ]
 
 
 def _side_cell(record: Mapping[str, Any], who: str) -> str:
@@ -918,7 +967,7 @@ def _rows_table(bench: Mapping[str, Any], adapter: bool) -> list[str]:
             f"<td>{_e(record.get('evaluation_type'))}</td>",
             f'<td><div class="out">{_e(_truncate(expected, _HTML_MAX))}</div></td>',
         ]
-        for who in ["base", "adapter"] if adapter else ["base"]:
+        for who in [BASE, ADAPTER] if adapter else [BASE]:
             value = row.value(who)
             cells.append(_side_cell(record, who))
             cells.append(
@@ -946,6 +995,21 @@ def _adapter_line(document: Mapping[str, Any]) -> str:
     return f"{document.get('adapter_name') or 'adapter'}{version}{path}"
 
 
+def _top_level_line(document: Mapping[str, Any]) -> str:
+    """Which benchmark the standard's top-level fields of results.json describe, and why that one."""
+    top = document.get("top_level") or {}
+    reason = str(top.get("reason") or "not recorded")
+    return f"{top['benchmark']} ({reason})" if top.get("benchmark") else f"none ({reason})"
+
+
+def _version_scores(version: Mapping[str, Any]) -> str:
+    """The standard's current_version / previous_version object: version and top-level scores."""
+    return (
+        f"{version.get('version') or '?'}: adapter {percent(version.get('adapter_score'))}, "
+        f"base {percent(version.get('base_model_score'))}"
+    )
+
+
 def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[str]]:
     base = str(document.get("base_model") or "?")
     if adapter:
@@ -955,7 +1019,6 @@ def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[
         heading = f"Evaluation report: {title} against {base}"
     else:
         heading = f"Evaluation report: {base} (base model only)"
-    hardware = document.get("hardware") or {}
     facts: list[tuple[str, object]] = [
         ("mode", document.get("mode", "?")),
         ("adapter", _adapter_line(document) if adapter else "none"),
@@ -963,16 +1026,18 @@ def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[
             "base model",
             base + (f" — {document['base_model_note']}" if document.get("base_model_note") else ""),
         ),
-        ("quantization", document.get("quantization") or "–"),
+        ("quantization", document.get("quantization") or MISSING),
         ("run", document.get("timestamp", "?")),
-        (
-            "hardware",
-            ", ".join(f"{k} {v}" for k, v in hardware.items() if k in ("device", "device_name", "torch"))
-            or "–",
-        ),
+        ("hardware", document.get("hardware") or MISSING),
+        ("top level", _top_level_line(document)),
     ]
+    if adapter and document.get("current_version"):
+        facts.append(("this version", _version_scores(document["current_version"])))
     if document.get("previous_version"):
-        facts.append(("previous version", document["previous_version"]))
+        facts.append(("previous version", _version_scores(document["previous_version"])))
+    if document.get("out_of_domain"):
+        figure = document["out_of_domain"]
+        facts.append(("out of domain (most degraded)", f"{figure['benchmark']}: {out_of_domain(figure)}"))
     sandbox = document.get("sandbox")
     if sandbox:
         facts.append(("sandbox", sandbox.get("level", json.dumps(sandbox))))
@@ -985,9 +1050,7 @@ def _header_html(document: Mapping[str, Any], adapter: bool) -> tuple[str, list[
 def html_report(document: Mapping[str, Any]) -> str:
     """--llmeval-html: one self-contained page of results.json: inline CSS, SVG charts, optional inline JS."""
     benches = list(document.get("benchmarks", []))
-    adapter = document.get("mode") != "base_only" and any(
-        r.get("adapter") is not None for b in benches for r in b.get("rows", [])
-    )
+    adapter = document.get("mode") == "adapter_vs_base"
     heading, header = _header_html(document, adapter)
     css = _CSS % {"base": _BASE_COLOUR, "adapter": _ADAPTER_COLOUR, "worse": _WORSE_COLOUR}
     out = [
@@ -1018,13 +1081,13 @@ def html_report(document: Mapping[str, Any]) -> str:
         for i, bench in enumerate(benches):
             res = bench.get("results", {})
             line = f"{bench['benchmark_file']}: {bench.get('n_examples')} rows"
-            line += f", base {_pct(res.get('base_model_score'))}"
+            line += f", base {percent(res.get('base_model_score'))}"
             if adapter:
-                line += f", adapter {_pct(res.get('adapter_score'))}"
+                line += f", adapter {percent(res.get('adapter_score'))}"
             out.append(f'<li><a href="#{_slug(str(bench["benchmark_file"]), i)}">{_e(line)}</a></li>')
         out.append("</ul></nav>")
     if document.get("composite"):
-        out += _composite_html(document["composite"], "Composite score (all rows)")
+        out += _composite_html(document["composite"], "Composite score (all rows)", adapter)
     for i, bench in enumerate(benches):
         out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter)
     out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]
@@ -1039,12 +1102,12 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
     summary = (
         f"{bench.get('n_examples')} rows ({', '.join(types)}"
         + (f"; {bench['domain']}-domain" if bench.get("domain") else "")
-        + f"). Base {_pct(res.get('base_model_score'))}"
+        + f"). Base {percent(res.get('base_model_score'))}"
     )
     if adapter:
         diff = res.get("improvement_absolute")
-        summary += f", adapter {_pct(res.get('adapter_score'))}"
-        summary += f", difference {'–' if diff is None else f'{100 * diff:+.1f} points'}"
+        summary += f", adapter {percent(res.get('adapter_score'))}"
+        summary += f", difference {points(diff)}"
     summary += f". Passed {res.get('n_passed', 0)}"
     if res.get("n_errors"):
         summary += f", errors {res['n_errors']}"
@@ -1052,6 +1115,8 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
         summary += f", skipped {res['n_skipped']}"
     out.append(f"<p>{_e(summary)}.</p>")
     out.append(_stats_line(bench.get("statistics")))
+    if bench.get("out_of_domain"):
+        out.append(f"<p>{_e('Out of domain: ' + out_of_domain(bench['out_of_domain']))}.</p>")
     out += _gates_html(bench.get("gates") or {})
     out.append('<div class="charts">')
     out.append(
@@ -1073,8 +1138,10 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
     out.append("</div>")
     if bench.get("perplexity"):
         out += _perplexity_html(bench["perplexity"])
+    if bench.get("fluency"):
+        out += _fluency_html(bench["fluency"])
     if bench.get("composite"):
-        out += _composite_html(bench["composite"], "Composite score")
+        out += _composite_html(bench["composite"], "Composite score", adapter)
     previous = bench.get("comparison_with_previous")
     if previous:
         text = f"Against version {previous.get('previous_version')}: "
@@ -1082,8 +1149,10 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
             text += f"not comparable ({previous.get('reason')})"
         elif previous.get("statistics"):
             s = previous["statistics"]
-            text += f"{_signed(s.get('difference'))} ({_signed(s.get('ci_low'))} to "
-            text += f"{_signed(s.get('ci_high'))}), p = {_p(s.get('p_value'))}"
+            # The evaluated model's scores, this run against the previous one's: shares, so points.
+            text += f"{points(s.get('difference'))} ({level(float(s.get('confidence', 0.95)))} CI "
+            text += f"{measure_interval(s.get('ci_low'), s.get('ci_high'), SCORE_MEASURE)}), "
+            text += f"{name_of_test(str(s.get('test')))} p = {p_value(s.get('p_value'), s.get('alpha'))}"
         else:
             text += "no common rows"
         out.append(f"<p>{_e(text)}</p>")
@@ -1091,3 +1160,92 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
     out += _rows_table(bench, adapter)
     out.append("</section>")
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The terminal summary
+
+
+def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[str]:
+    """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
+    adapter = document["mode"] == "adapter_vs_base"
+    lines = []
+    header = f"{'benchmark':<40} {'rows':>5} {'base':>7}"
+    if adapter:
+        header += f" {'adapter':>8} {'diff':>9}  CI, p"
+    lines.append(header)
+    for bench in document["benchmarks"]:
+        res = bench["results"]
+        base = percent(res["base_model_score"], missing="-")
+        line = f"{bench['benchmark_file']:<40} {bench['n_examples']:>5} {base:>7}"
+        if adapter:
+            diff = points(res["improvement_absolute"], missing="-")
+            line += f" {percent(res['adapter_score'], missing='-'):>8} {diff:>9}"
+            line += _summary_statistics(bench.get("statistics"))
+        if res["n_errors"]:
+            line += f"  ({res['n_errors']} rows errored)"
+        lines.append(line)
+        if bench.get("out_of_domain"):
+            lines.append(f"  out of domain: {out_of_domain(bench['out_of_domain'])}")
+        ppl = bench.get("perplexity")
+        if ppl and ppl.get(BASE):
+            text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}"
+            if ppl.get(ADAPTER):
+                text += f", adapter {ppl[ADAPTER]['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
+            lines.append(text)
+        if bench.get("fluency"):
+            lines.append(
+                f"  fluency, perplexity of each model's own outputs: {_fluency_text(bench['fluency'])}"
+            )
+        if verbose and bench.get("gates"):
+            verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
+            lines.append(f"  gates: {verdicts}")
+    composite = document.get("composite")
+    if composite:
+        sides = [w for w in ([BASE, ADAPTER] if adapter else [BASE]) if composite.get(w)]
+        parts = [f"{who} {composite_value(composite[who])}" for who in sides]
+        reasons = {composite[w]["reason"] for w in sides}
+        if len(sides) > 1 and len(reasons) == 1 and None not in reasons:
+            parts = [f"none for {' and '.join(sides)} ({reasons.pop()})"]  # one reason, said once
+        renormalised = [w for w in sides if composite[w]["value"] is not None and composite[w]["missing"]]
+        missing = (
+            f" (no rows for: {', '.join(composite[renormalised[0]]['missing'])})" if renormalised else ""
+        )
+        lines.append(f"composite score: {', '.join(parts)}{missing}")
+    top = document.get("top_level")
+    if verbose and top:
+        lines.append(f"top level of results.json: {_top_level_line(document)}")
+    if not document["complete"]:
+        lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
+    return lines
+
+
+def _summary_statistics(stats: Mapping[str, Any] | None) -> str:
+    """The paired comparison in a few words: its interval in the measure's unit, and the test's p."""
+    if not stats:
+        return ""
+    measure = str(stats.get("measure", SCORE_MEASURE))
+    ci = measure_interval(stats.get("ci_low"), stats.get("ci_high"), measure)
+    p = p_value(stats.get("p_value"), stats.get("alpha"))
+    confidence = level(float(stats.get("confidence", 0.95)))
+    if measure == SCORE_MEASURE:
+        return f"  {confidence} CI {ci}, p={p}"
+    # The diff column is the score's; the test compared another measure: say which, in its own unit.
+    return (
+        f"  {measure_unit(measure)}: {measure_difference(stats.get('difference'), measure)}, "
+        f"{confidence} CI {ci}, p={p}"
+    )
+
+
+def _fluency_text(fluency: Mapping[str, Any]) -> str:
+    """Per model: the perplexity of its own outputs, the references' under the same scorer beside it."""
+    parts = []
+    for who, entry in fluency.items():
+        output, reference = entry.get("output"), entry.get("reference")
+        part = f"{who} {MISSING if not output else format(output['perplexity'], '.2f')}"
+        if reference:
+            part += f" (reference {reference['perplexity']:.2f})"
+        if entry.get("n_empty_outputs"):
+            part += f" [{entry['n_empty_outputs']} empty outputs]"
+        parts.append(part)
+    return ", ".join(parts)

@@ -1,6 +1,12 @@
-"""results.json: pure aggregation of per-row records, an atomic write, and the terminal summary lines.
+"""results.json: pure aggregation of row records into the document, and its atomic write.
 
-No pytest, no torch: records are plain JSON-able dicts made by runner.EvalRun.score_row.
+No pytest, no torch. Records are records.RowRecord (made by evaluator.Evaluator.score_row) and gate
+verdicts records.GateRecord; everything known at collection (a benchmark's hash and domain) is in them, so
+nothing here reads a file. The document is built in one pass over each benchmark's rows: statistics a gate
+already computed are taken from its record, not computed again.
+
+The document's top level is the adapter's LocoLLM results.json for its in-domain benchmark (the standard's
+fields, validated against its schema in the tests); `benchmarks[]` keeps every benchmark's full detail.
 """
 
 from __future__ import annotations
@@ -14,23 +20,31 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.benchmark import DIFFICULTIES, file_hash
+from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
+from pytest_llmeval.records import (
+    ADAPTER,
+    BASE,
+    BenchmarkInfo,
+    GateRecord,
+    RowRecord,
+    evaluated_value,
+    score,
+    score_value,
+    side,
+)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LN2 = math.log(2.0)
+# A composite is reported only when the metrics present carry at least this share of the weights: a
+# "composite" made of one 10% metric, renormalised to 100%, is that metric under another name.
+COMPOSITE_MIN_WEIGHT = 0.5
+# Gate verdicts from worst to best: the most degraded out-of-domain benchmark is the worst verdict first.
+_SEVERITY = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, None: 4}
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def score_of(record: Mapping[str, Any], who: str) -> float | None:
-    """A record's score value for "adapter" or "base"; None when absent or errored."""
-    side = record.get(who)
-    if not side or not side.get("score"):
-        return None
-    value = side["score"]["value"]
-    return float(value)
 
 
 def paired_scores(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
@@ -38,7 +52,7 @@ def paired_scores(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], li
     adapter: list[float] = []
     base: list[float] = []
     for record in records:
-        a, b = score_of(record, "adapter"), score_of(record, "base")
+        a, b = score_value(record, ADAPTER), score_value(record, BASE)
         if a is not None and b is not None:
             adapter.append(a)
             base.append(b)
@@ -52,17 +66,26 @@ def comparison_values(records: Sequence[Mapping[str, Any]]) -> tuple[list[float]
     (nats per token; higher is better) instead of pass/fail against the bound, which would throw away how
     much each text moved: a drop of 0.05 in it is a 5% rise in perplexity (e^0.05 = 1.051).
     """
-    scored = [r for r in records if score_of(r, "base") is not None]
+    scored = [r for r in records if score(r, BASE) is not None]
     if scored and all(r["evaluation_type"] == "perplexity" for r in scored):
         adapter: list[float] = []
         base: list[float] = []
         for r in scored:
-            if r.get("adapter") and r["adapter"].get("score"):
-                adapter.append(-float(r["adapter"]["score"]["cross_entropy"]))
-                base.append(-float(r["base"]["score"]["cross_entropy"]))
-        return adapter, base, False, "negative cross-entropy (nats per token) of each text"
+            a, b = score(r, ADAPTER), score(r, BASE)
+            if a is not None and b is not None:
+                adapter.append(-float(a["cross_entropy"]))
+                base.append(-float(b["cross_entropy"]))
+        return adapter, base, False, CROSS_ENTROPY_MEASURE
     adapter, base = paired_scores(records)
-    return adapter, base, True, "score"
+    return adapter, base, True, SCORE_MEASURE
+
+
+def comparison_blocks(cmp: Any, measure: str) -> dict[str, Any]:
+    """A benchmark's `statistics` and `significance_test` from a stats.PairedComparison."""
+    return {
+        "statistics": {"measure": measure, **cmp.to_json()},
+        "significance_test": cmp.significance_report(),
+    }
 
 
 def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -103,49 +126,52 @@ def perplexity_score(ppl: float) -> float:
 
 def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Corpus perplexity of a benchmark's perplexity rows, base and adapter: token-weighted, per script."""
-    rows = [r for r in records if r["evaluation_type"] == "perplexity" and score_of(r, "base") is not None]
+    rows = [r for r in records if r["evaluation_type"] == "perplexity" and score(r, BASE) is not None]
     if not rows:
         return None
     out: dict[str, Any] = {}
-    for who in ("base", "adapter"):
-        parts = [r[who]["score"] for r in rows if r.get(who) and r[who].get("score")]
+    for who in (BASE, ADAPTER):
+        parts = [found for r in rows if (found := score(r, who)) is not None]
         corpus = _corpus(parts)
         if corpus is not None:
             # Named so nobody takes it for the corpus value: every text counts alike, short or long.
             corpus["mean_text_perplexity"] = math.fsum(float(p["perplexity"]) for p in parts) / len(parts)
         out[who] = corpus
-    first = rows[0]["base"]["score"]
+    first = score(rows[0], BASE)
+    assert first is not None
     out["window"] = {
         "max_length": first["max_length"],
         "stride": first["stride"],
         "first_token": first["first_token"],
     }
-    if out.get("adapter") and out.get("base"):
-        out["perplexity_ratio"] = out["adapter"]["perplexity"] / out["base"]["perplexity"]
-        out["cross_entropy_difference"] = out["adapter"]["cross_entropy"] - out["base"]["cross_entropy"]
+    if out.get(ADAPTER) and out.get(BASE):
+        out["perplexity_ratio"] = out[ADAPTER]["perplexity"] / out[BASE]["perplexity"]
+        out["cross_entropy_difference"] = out[ADAPTER]["cross_entropy"] - out[BASE]["cross_entropy"]
     return out
 
 
 def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """--llmeval-fluency: corpus perplexity of references and of base and adapter outputs; their ratios."""
-    rows = [r for r in records if r.get("fluency")]
-    if not rows:
-        return None
+    """--llmeval-fluency, per model: corpus perplexity of its own outputs and of the references, measured
+    by the same scorer (the model itself unless --llmeval-ppl-model), their ratio and difference."""
     out: dict[str, Any] = {}
-    for side in ("reference", "base", "adapter"):
-        parts = [r["fluency"][side] for r in rows if r["fluency"].get(side)]
-        corpus = _corpus(parts)
-        if corpus is not None:
-            corpus["perplexity_score"] = perplexity_score(corpus["perplexity"])
-            corpus["n_empty"] = sum(1 for r in rows if side in r["fluency"] and not r["fluency"][side])
-        out[side] = corpus
-    reference = out.get("reference")
-    for side in ("base", "adapter"):
-        generated = out.get(side)
-        if reference and generated:
-            generated["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
-            generated["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
-    return out
+    for who in (BASE, ADAPTER):
+        measured = [found["fluency"] for r in records if (found := side(r, who)) and found.get("fluency")]
+        if not measured:
+            continue
+        generated = _corpus([m["output"] for m in measured if m["output"]])
+        reference = _corpus([m["reference"] for m in measured if m["reference"]])
+        entry: dict[str, Any] = {
+            "scorer": measured[0]["scorer"],
+            "output": generated,
+            "reference": reference,
+            "n_empty_outputs": sum(1 for m in measured if not m["output"]),
+            "perplexity_score": None if generated is None else perplexity_score(generated["perplexity"]),
+        }
+        if generated and reference:
+            entry["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
+            entry["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
+        out[who] = entry
+    return out or None
 
 
 _NOT_METRIC = ("threshold", "max_new_tokens")  # evaluation_config keys that do not change a corpus value
@@ -162,7 +188,8 @@ def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in records:
-        if r["evaluation_type"] in ("bleu", "chrf") and r.get("base") and r["base"].get("output") is not None:
+        base_side = side(r, BASE)
+        if r["evaluation_type"] in ("bleu", "chrf") and base_side and base_side.get("output") is not None:
             config = {k: v for k, v in r.get("evaluation_config", {}).items() if k not in _NOT_METRIC}
             groups.setdefault((r["evaluation_type"], json.dumps(config, sort_keys=True)), []).append(r)
     if not groups:
@@ -172,8 +199,8 @@ def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
         config = json.loads(settings)
         references = [r["expected_output"] for r in rows]
         entry: dict[str, Any] = {"settings": config}
-        for who in ("base", "adapter"):
-            outputs = [r[who]["output"] for r in rows if r.get(who)]
+        for who in (BASE, ADAPTER):
+            outputs = [found["output"] for r in rows if (found := side(r, who))]
             entry[who] = (
                 bleu.corpus_score(kind, outputs, references, config) if len(outputs) == len(rows) else None
             )
@@ -199,15 +226,34 @@ DEFAULT_COMPOSITE_WEIGHTS: dict[str, float] = {
 
 
 def composite_score(metrics: Mapping[str, float | None], weights: Mapping[str, float]) -> dict[str, Any]:
-    """Weighted composite (0-100) of metric scores (0-100), renormalised over the metrics present."""
-    present = {m: w for m, w in weights.items() if w > 0 and metrics.get(m) is not None}
+    """Weighted composite (0-100) of metric scores (0-100), renormalised over the metrics present.
+
+    Reported only when the metrics present carry at least COMPOSITE_MIN_WEIGHT of the total weight; below
+    that `value` is None and `reason` says which metrics are missing.
+    """
+    weighted = {m: w for m, w in weights.items() if w > 0}
+    present = {m: w for m, w in weighted.items() if metrics.get(m) is not None}
     total = sum(present.values())
-    value = None if not total else math.fsum(w * float(metrics[m] or 0.0) for m, w in present.items()) / total
+    share = total / sum(weighted.values()) if weighted else 0.0
+    missing = [m for m in weighted if metrics.get(m) is None]
+    value = None
+    reason = None
+    if not total:
+        reason = f"no metric of the composite was measured (missing: {', '.join(missing)})"
+    elif share < COMPOSITE_MIN_WEIGHT - 1e-12:
+        reason = (
+            f"the metrics measured carry {share:.0%} of the weight, under {COMPOSITE_MIN_WEIGHT:.0%}: "
+            f"missing {', '.join(missing)}"
+        )
+    else:
+        value = math.fsum(w * float(metrics[m] or 0.0) for m, w in present.items()) / total
     return {
         "value": value,
         "metrics": {m: metrics.get(m) for m in weights},
         "weights": dict(weights),
-        "missing": [m for m, w in weights.items() if w > 0 and metrics.get(m) is None],
+        "present_weight": share,
+        "missing": missing,
+        "reason": reason,
     }
 
 
@@ -216,77 +262,98 @@ def composite_summary(
 ) -> dict[str, Any] | None:
     """Base and adapter composites of these rows; None when no weighted metric has rows.
 
-    Each metric is its rows' mean score x 100; `perplexity` is the perplexity score of the token-weighted
-    perplexity of the perplexity rows, else of the outputs --llmeval-fluency measured.
+    Each metric is its rows' mean score x 100. `perplexity` is the perplexity score of each model's own
+    generated outputs (--llmeval-fluency), never of fixed reference texts: the QA fine-tuning document's
+    Fix #1. Perplexity rows (reference texts) are reported beside it, not in it.
     """
     out: dict[str, Any] = {}
-    ppl = perplexity_summary(records)
-    fluency = fluency_summary(records)
-    for who in ("base", "adapter"):
+    fluency = fluency_summary(records) or {}
+    any_metric = False
+    for who in (BASE, ADAPTER):
         metrics: dict[str, float | None] = {}
         for metric in weights:
             if metric == "perplexity":
-                corpus = (ppl or {}).get(who) or (fluency or {}).get(who)
-                metrics[metric] = None if not corpus else perplexity_score(corpus["perplexity"])
-                continue
-            values = [
-                v for r in records if r["evaluation_type"] == metric and (v := score_of(r, who)) is not None
-            ]
-            metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
+                metrics[metric] = (fluency.get(who) or {}).get("perplexity_score")
+            else:
+                values = [
+                    v
+                    for r in records
+                    if r["evaluation_type"] == metric and (v := score_value(r, who)) is not None
+                ]
+                metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
+            any_metric = any_metric or metrics[metric] is not None
         out[who] = composite_score(metrics, weights)
-    if all(out[w]["value"] is None for w in out):
-        return None
-    return out
+    return out if any_metric else None
 
 
-def evaluated_score(record: Mapping[str, Any]) -> float | None:
-    """The evaluated model's score: the adapter's when there is one, else the base's."""
-    return score_of(record, "adapter") if record.get("adapter") is not None else score_of(record, "base")
-
-
-def compare_with_previous(
-    benchmark: str,
-    sha256: str,
+def previous_comparison(
+    benchmark: BenchmarkInfo,
     records: Sequence[Mapping[str, Any]],
     previous: Mapping[str, Any] | None,
     alpha: float,
-) -> tuple[Any, bool, str | None, str | None]:
-    """(comparison or None, comparable, reason, previous version) of this run against previous results."""
+) -> tuple[Any, dict[str, Any]]:
+    """This run's evaluated scores against the previous results' on the same rows.
+
+    (stats.PairedComparison or None, results.json's `comparison_with_previous` block). Not comparable when
+    the benchmark file changed, or the previous document is of another schema version.
+    """
+    name = benchmark["name"]
+    block: dict[str, Any] = {"previous_version": None, "comparable": True, "reason": None, "statistics": None}
     if previous is None:
-        return None, True, None, None
-    version = previous.get("adapter_version")
-    entry = next((b for b in previous.get("benchmarks", []) if b.get("benchmark_file") == benchmark), None)
+        return None, block
+    block["previous_version"] = _version_of(previous)
+    if previous.get("schema_version") != SCHEMA_VERSION:
+        block["comparable"] = False
+        block["reason"] = (
+            f"the previous results.json has schema_version {previous.get('schema_version')}, "
+            f"this run writes {SCHEMA_VERSION}: its rows cannot be read as this run's"
+        )
+        return None, block
+    entry = next((b for b in previous.get("benchmarks", []) if b.get("benchmark_file") == name), None)
     if entry is None:
-        return None, True, None, version
-    if entry.get("benchmark_hash") != sha256:
-        reason = f"{benchmark} changed since the previous results ({entry.get('benchmark_hash')} -> {sha256})"
-        return None, False, reason, version
-    before = {r["id"]: evaluated_score(r) for r in entry.get("rows", [])}
+        return None, block
+    if entry.get("benchmark_hash") != benchmark["sha256"]:
+        block["comparable"] = False
+        block["reason"] = (
+            f"{name} changed since the previous results "
+            f"({entry.get('benchmark_hash')} -> {benchmark['sha256']})"
+        )
+        return None, block
+    before = {r["id"]: evaluated_value(r) for r in entry.get("rows", [])}
     now_scores: list[float] = []
     then_scores: list[float] = []
     for record in records:
-        current, old = evaluated_score(record), before.get(record["id"])
+        current, old = evaluated_value(record), before.get(record["id"])
         if current is not None and old is not None:
             now_scores.append(current)
             then_scores.append(old)
     if not now_scores:
-        return None, True, None, version
+        return None, block
     from pytest_llmeval.stats import compare_paired
 
-    return compare_paired(now_scores, then_scores, alpha=alpha), True, None, version
+    cmp = compare_paired(now_scores, then_scores, alpha=alpha)
+    block["statistics"] = cmp.to_json()
+    return cmp, block
+
+
+def _version_of(document: Mapping[str, Any]) -> str | None:
+    version = document.get("current_version")
+    if isinstance(version, Mapping):
+        found = version.get("version")
+        return None if found is None else str(found)
+    found = document.get("adapter_version")
+    return None if found is None else str(found)
 
 
 def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Scores of one benchmark: means over scored rows (rows whose scorer failed are counted apart)."""
-    adapter_scores = [s for r in records if (s := score_of(r, "adapter")) is not None]
-    base_scores = [s for r in records if (s := score_of(r, "base")) is not None]
-    adapter = _mean(adapter_scores)
-    base = _mean(base_scores)
+    adapter = _mean([s for r in records if (s := score_value(r, ADAPTER)) is not None])
+    base = _mean([s for r in records if (s := score_value(r, BASE)) is not None])
     per_difficulty: dict[str, dict[str, Any]] = {}
     for difficulty in DIFFICULTIES:
         rows = [r for r in records if r["difficulty"] == difficulty]
-        a = [s for r in rows if (s := score_of(r, "adapter")) is not None]
-        b = [s for r in rows if (s := score_of(r, "base")) is not None]
+        a = [s for r in rows if (s := score_value(r, ADAPTER)) is not None]
+        b = [s for r in rows if (s := score_value(r, BASE)) is not None]
         per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": len(rows)}
     absolute = None if adapter is None or base is None else adapter - base
     relative = None if absolute is None or not base else absolute / base
@@ -302,12 +369,35 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def out_of_domain_figure(
+    name: str, records: Sequence[Mapping[str, Any]], verdict: str | None
+) -> dict[str, Any] | None:
+    """The standard's out_of_domain object for one benchmark, in the unit its no_degradation gate judges.
+
+    Scores for scored benchmarks; for perplexity benchmarks, negative cross-entropy in nats per token (so
+    that, as for scores, higher is better and degradation = adapter - base is negative when it got worse).
+    None when no row has both scores.
+    """
+    adapter, base, _, measure = comparison_values(records)
+    if not adapter:
+        return None
+    a, b = math.fsum(adapter) / len(adapter), math.fsum(base) / len(base)
+    return {
+        "benchmark": name,
+        "adapter_score": a,
+        "base_model_score": b,
+        "degradation": a - b,
+        "measure": measure,
+        "n_rows": len(adapter),
+        "verdict": verdict,
+    }
+
+
 def build_results(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[RowRecord],
     *,
     meta: Mapping[str, Any],
-    rootdir: Path,
-    gates: Iterable[Mapping[str, Any]] = (),
+    gates: Iterable[GateRecord] = (),
     previous: Mapping[str, Any] | None = None,
     alpha: float = 0.05,
     composite_weights: Mapping[str, float] | None = None,
@@ -315,120 +405,221 @@ def build_results(
     incomplete_reason: str | None = None,
     timestamp: datetime | None = None,
 ) -> dict[str, Any]:
-    """The results.json document: run metadata, then one entry per benchmark file with its rows."""
+    """The results.json document: the LocoLLM top level, then one entry per benchmark file with its rows."""
     weights = DEFAULT_COMPOSITE_WEIGHTS if composite_weights is None else composite_weights
-    by_benchmark: dict[str, list[Mapping[str, Any]]] = {}
     ordered = sorted(records, key=lambda r: r["nodeid"])
+    by_benchmark: dict[str, list[RowRecord]] = {}
+    info: dict[str, BenchmarkInfo] = {}
     for record in ordered:
-        by_benchmark.setdefault(record["benchmark"], []).append(record)
-    gates = list(gates)
-    gates_of: dict[str, dict[str, Any]] = {}
-    for verdict in sorted(gates, key=lambda g: (g["benchmark"], g["gate"])):
-        gates_of.setdefault(verdict["benchmark"], {})[verdict["gate"]] = {
-            k: v for k, v in verdict.items() if k not in ("benchmark", "in_domain")
-        }
-    domain_of: dict[str, bool] = {g["benchmark"]: g["in_domain"] for g in gates if "in_domain" in g}
-    has_adapter = meta.get("adapter") is not None
+        by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
+        info[record["benchmark"]["name"]] = record["benchmark"]
+    gates_of: dict[str, dict[str, GateRecord]] = {}
+    for gate in sorted(gates, key=lambda g: (g["benchmark"]["name"], g["gate"])):
+        gates_of.setdefault(gate["benchmark"]["name"], {})[gate["gate"]] = gate
+        info.setdefault(gate["benchmark"]["name"], gate["benchmark"])
+    has_adapter = bool(ordered) and ordered[0]["evaluated"] == ADAPTER
     benchmarks = []
-    out_of_domain = []
     for name in sorted(by_benchmark):
-        rows = by_benchmark[name]
-        path = rootdir / name
-        sha256 = file_hash(path.read_bytes()) if path.is_file() else None
-        types = sorted({r["evaluation_type"] for r in rows})
-        entry: dict[str, Any] = {
-            "benchmark_file": name,
-            "benchmark_hash": sha256,
-            "n_examples": len(rows),
-            "evaluation_type": types[0] if len(types) == 1 else "mixed",
-            "evaluation_types": types,
-            "domain": None if name not in domain_of else ("in" if domain_of[name] else "out"),
-            "results": summarize(rows),
-            "statistics": None,
-            "significance_test": None,
-            "gates": gates_of.get(name, {}),
-        }
-        adapter_values, base_values, bounded, measure = comparison_values(rows)
-        if has_adapter and adapter_values:
-            from pytest_llmeval.stats import compare_paired
-
-            cmp = compare_paired(adapter_values, base_values, alpha=alpha, bounded=bounded)
-            entry["statistics"] = {"measure": measure, **cmp.to_json()}
-            entry["significance_test"] = cmp.significance_report()
-        ppl = perplexity_summary(rows)
-        if ppl is not None:
-            entry["perplexity"] = ppl
-        fluency = fluency_summary(rows)
-        if fluency is not None:
-            entry["fluency"] = fluency
-        corpus = corpus_scores(rows)
-        if corpus is not None:
-            entry["corpus"] = corpus
-        composite = composite_summary(rows, weights)
-        if composite is not None:
-            entry["composite"] = composite
-        if previous is not None and sha256 is not None:
-            prev_cmp, comparable, reason, version = compare_with_previous(name, sha256, rows, previous, alpha)
-            entry["comparison_with_previous"] = {
-                "previous_version": version,
-                "comparable": comparable,
-                "reason": reason,
-                "statistics": None if prev_cmp is None else prev_cmp.to_json(),
-            }
-        if domain_of.get(name) is False:
-            res = entry["results"]
-            out_of_domain.append(
-                {
-                    "benchmark_file": name,
-                    "base_model_score": res["base_model_score"],
-                    "adapter_score": res["adapter_score"],
-                    "degradation": None
-                    if res["improvement_absolute"] is None
-                    else -res["improvement_absolute"],
-                    "verdict": entry["gates"].get("no_degradation", {}).get("status"),
-                }
-            )
-        entry["rows"] = [_row(r) for r in rows]
-        benchmarks.append(entry)
-    when = timestamp or datetime.now(timezone.utc)
+        benchmarks.append(
+            _benchmark_entry(info[name], by_benchmark[name], gates_of.get(name, {}), previous, alpha, weights)
+        )
+    when = (timestamp or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    top, why = _top_level(benchmarks, has_adapter)
+    current = {
+        "version": meta.get("adapter_version"),
+        "adapter_score": None if top is None else top["results"]["adapter_score"],
+        "base_model_score": None if top is None else top["results"]["base_model_score"],
+    }
+    hardware = meta.get("hardware") or {}
+    inference = dict(meta.get("inference_config") or {})
+    decoding = inference.get("decoding") or {}
     return {
         "schema_version": SCHEMA_VERSION,
         "mode": "adapter_vs_base" if has_adapter else "base_only",
+        # The LocoLLM standard's document, for the adapter's in-domain benchmark (`top_level` says which).
         "adapter_name": meta.get("adapter_name"),
         "adapter_version": meta.get("adapter_version"),
-        "adapter_path": meta.get("adapter"),
         "base_model": meta.get("base_model"),
-        "base_model_note": meta.get("base_model_note"),
         "quantization": meta.get("quantization"),
-        "timestamp": when.isoformat(timespec="seconds"),
-        "hardware": meta.get("hardware"),
-        "inference_config": meta.get("inference_config"),
-        "previous_version": None if previous is None else previous.get("adapter_version"),
-        "current_version": meta.get("adapter_version"),
+        "benchmark_file": None if top is None else top["benchmark_file"],
+        "benchmark_hash": None if top is None else top["benchmark_hash"],
+        "n_examples": None if top is None else top["n_examples"],
+        "evaluation_type": None if top is None else top["evaluation_type"],
+        "results": None if top is None else top["results"],
+        "out_of_domain": _most_degraded(benchmarks) if has_adapter else None,
+        "timestamp": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "hardware": hardware_line(hardware),
+        "inference_config": {
+            # The standard's three settings first; decoding is greedy, so temperature 0 and top_p 1.
+            "temperature": float(decoding.get("temperature", 0.0)),
+            "max_tokens": int(decoding.get("max_new_tokens", 512)),
+            "top_p": float(decoding.get("top_p", 1.0)),
+            **inference,
+        },
+        "previous_version": None if previous is None else _previous_version(previous, top),
+        "current_version": current,
+        # Beyond the standard.
+        "top_level": {"benchmark": None if top is None else top["benchmark_file"], "reason": why},
+        "adapter_path": meta.get("adapter"),
+        "base_model_note": meta.get("base_model_note"),
+        "hardware_detail": hardware,
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
         "sandbox": sandbox_isolation(ordered),
         # Over every row of the run: the QA document scores one model with several metrics at once.
         "composite": composite_summary(ordered, weights),
-        "out_of_domain": out_of_domain,
         "benchmarks": benchmarks,
     }
+
+
+def _benchmark_entry(
+    bench: BenchmarkInfo,
+    rows: Sequence[RowRecord],
+    gates: Mapping[str, GateRecord],
+    previous: Mapping[str, Any] | None,
+    alpha: float,
+    weights: Mapping[str, float],
+) -> dict[str, Any]:
+    """One benchmark's entry: summary, statistics (a gate's when it computed them), gates, rows."""
+    name = bench["name"]
+    types = sorted({r["evaluation_type"] for r in rows})
+    has_adapter = rows[0]["evaluated"] == ADAPTER
+    entry: dict[str, Any] = {
+        "benchmark_file": name,
+        "benchmark_hash": bench["sha256"],
+        "n_examples": len(rows),
+        "evaluation_type": types[0] if len(types) == 1 else "mixed",
+        "evaluation_types": types,
+        "domain": bench["domain"],
+        "results": summarize(rows),
+        "statistics": None,
+        "significance_test": None,
+        "gates": {
+            g: {k: v for k, v in gate.items() if k not in ("benchmark", "statistics")}
+            for g, gate in gates.items()
+        },
+    }
+    # The comparison gate decided on these very rows: its statistics are the benchmark's (computed once).
+    decided = next(
+        (g["statistics"] for g in gates.values() if g["statistics"] and "statistics" in g["statistics"]), None
+    )
+    if decided is not None:
+        entry.update(decided)
+    elif has_adapter:
+        adapter_values, base_values, bounded, measure = comparison_values(rows)
+        if adapter_values:
+            from pytest_llmeval.stats import compare_paired
+
+            cmp = compare_paired(adapter_values, base_values, alpha=alpha, bounded=bounded)
+            entry.update(comparison_blocks(cmp, measure))
+    ppl = perplexity_summary(rows)
+    if ppl is not None:
+        entry["perplexity"] = ppl
+    fluency = fluency_summary(rows)
+    if fluency is not None:
+        entry["fluency"] = fluency
+    corpus = corpus_scores(rows)
+    if corpus is not None:
+        entry["corpus"] = corpus
+    composite = composite_summary(rows, weights)
+    if composite is not None:
+        entry["composite"] = composite
+    if previous is not None:
+        regression = gates.get("no_regression")
+        if regression is not None and regression["statistics"] is not None:
+            entry["comparison_with_previous"] = regression["statistics"]["comparison_with_previous"]
+        else:
+            entry["comparison_with_previous"] = previous_comparison(bench, rows, previous, alpha)[1]
+    if has_adapter and bench["domain"] == "out":
+        verdict = gates.get("no_degradation")
+        entry["out_of_domain"] = out_of_domain_figure(
+            name, rows, None if verdict is None else verdict["status"]
+        )
+    entry["rows"] = [_row(r) for r in rows]
+    return entry
+
+
+def _top_level(
+    benchmarks: Sequence[Mapping[str, Any]], has_adapter: bool
+) -> tuple[Mapping[str, Any] | None, str]:
+    """The benchmark the standard's top-level fields describe, and why that one."""
+    if not benchmarks:
+        return None, "no benchmark row was recorded"
+    scored = [b for b in benchmarks if b["results"]["base_model_score"] is not None]
+    if has_adapter:
+        inside = [b for b in benchmarks if b["domain"] == "in"]
+        if inside:
+            pick = next((b for b in inside if b in scored), inside[0])
+            others = f" ({len(inside) - 1} more in-domain: see benchmarks)" if len(inside) > 1 else ""
+            return pick, f"the adapter's in-domain benchmark{others}"
+        pick = next(iter(scored), benchmarks[0])
+        return pick, (
+            f"no in-domain benchmark ran: the top level describes {pick['benchmark_file']}, "
+            f"{_first(pick, scored)} (mark in-domain files with --llmeval-domain or metadata.json "
+            "domain_benchmarks)"
+        )
+    pick = next(iter(scored), benchmarks[0])
+    return pick, f"base-only run: the top level describes {pick['benchmark_file']}, {_first(pick, scored)}"
+
+
+def _first(pick: Mapping[str, Any], scored: Sequence[Mapping[str, Any]]) -> str:
+    return "the first benchmark by name with a score" if pick in scored else "the first benchmark by name"
+
+
+def _most_degraded(benchmarks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The out_of_domain figure of the worst out-of-domain benchmark: worst verdict, then largest drop."""
+    figures = [b["out_of_domain"] for b in benchmarks if b.get("out_of_domain")]
+    if not figures:
+        return None
+    worst: dict[str, Any] = min(
+        figures, key=lambda f: (_SEVERITY.get(f["verdict"], 4), f["degradation"], f["benchmark"])
+    )
+    return worst
+
+
+def _previous_version(previous: Mapping[str, Any], top: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The standard's previous_version: the previous run's version and its scores on the same benchmark."""
+    name = None if top is None else top["benchmark_file"]
+    entry = next((b for b in previous.get("benchmarks", []) if b.get("benchmark_file") == name), None)
+    results = (entry or {}).get("results") or {}
+    base = results.get("base_model_score")
+    if base is None:
+        return None  # the standard needs the base's score; a previous run without this benchmark has none
+    return {
+        "version": _version_of(previous),
+        "adapter_score": results.get("adapter_score"),
+        "base_model_score": base,
+    }
+
+
+def hardware_line(hardware: Mapping[str, Any]) -> str:
+    """The standard's `hardware` string, e.g. `cpu (x86_64, 2 cores), Linux-6.1-x86_64, torch 2.13.0`."""
+    if not hardware:
+        return "unknown (no model was loaded in this run)"
+    device = str(hardware.get("device", "unknown device"))
+    name = hardware.get("device_name")
+    cores = hardware.get("cpu_count")
+    inside = ", ".join(str(x) for x in (name, f"{cores} cores" if cores else None) if x)
+    parts = [f"{device} ({inside})" if inside else device]
+    parts += [str(hardware[k]) for k in ("platform",) if hardware.get(k)]
+    parts += [f"{k} {hardware[k]}" for k in ("torch", "transformers") if hardware.get(k)]
+    return ", ".join(parts)
 
 
 def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The isolation code_execution rows ran under (level, layers, missing), or None without such rows."""
     for record in records:
-        for who in ("adapter", "base"):
-            side = record.get(who)
-            if side and side.get("score") and "isolation" in side["score"]:
-                isolation: dict[str, Any] = side["score"]["isolation"]
+        for who in (ADAPTER, BASE):
+            found = score(record, who)
+            if found and "isolation" in found:
+                isolation: dict[str, Any] = dict(found["isolation"])
                 return isolation
     return None
 
 
-def _row(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as results.json shows it (the benchmark name is the parent's)."""
-    return {k: v for k, v in record.items() if k not in ("benchmark",)}
+def _row(record: RowRecord) -> dict[str, Any]:
+    """A row as results.json shows it (the benchmark is its parent)."""
+    return {k: v for k, v in record.items() if k != "benchmark"}
 
 
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
@@ -447,65 +638,3 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _pct(value: float | None) -> str:
-    return "   -  " if value is None else f"{100 * value:5.1f}%"
-
-
-def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[str]:
-    """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
-    adapter = document["mode"] == "adapter_vs_base"
-    lines = []
-    header = f"{'benchmark':<40} {'rows':>5} {'base':>7}"
-    if adapter:
-        header += f" {'adapter':>8} {'diff':>8}  95% CI, p"
-    lines.append(header)
-    for bench in document["benchmarks"]:
-        res = bench["results"]
-        line = f"{bench['benchmark_file']:<40} {bench['n_examples']:>5} {_pct(res['base_model_score']):>7}"
-        if adapter:
-            diff = res["improvement_absolute"]
-            diff_s = "   -" if diff is None else f"{100 * diff:+6.1f}pt"
-            line += f" {_pct(res['adapter_score']):>8} {diff_s:>8}"
-            stats = bench.get("statistics")
-            if stats and stats.get("measure", "score") == "score":
-                ci = f"[{100 * stats['ci_low']:+.1f}, {100 * stats['ci_high']:+.1f}]"
-                line += f"  {ci}, p={stats['p_value']:.2g}"
-            elif stats:
-                line += f"  p={stats['p_value']:.2g} (cross-entropy)"
-        if res["n_errors"]:
-            line += f"  ({res['n_errors']} rows errored)"
-        lines.append(line)
-        ppl = bench.get("perplexity")
-        if ppl and ppl.get("base"):
-            text = f"  perplexity (token-weighted): base {ppl['base']['perplexity']:.2f}"
-            if ppl.get("adapter"):
-                text += f", adapter {ppl['adapter']['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
-            lines.append(text)
-        fluency = bench.get("fluency")
-        if fluency and fluency.get("reference"):
-            parts = [
-                f"{side} {fluency[side]['perplexity']:.2f}"
-                for side in ("reference", "base", "adapter")
-                if fluency.get(side)
-            ]
-            lines.append(f"  fluency perplexity: {', '.join(parts)}")
-        if verbose and bench.get("gates"):
-            verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
-            lines.append(f"  gates: {verdicts}")
-    composite = document.get("composite")
-    if composite:
-        parts = [
-            f"{who} {composite[who]['value']:.2f}"
-            for who in ("base", "adapter")
-            if composite[who]["value"] is not None
-        ]
-        missing = composite["base"]["missing"]
-        lines.append(
-            f"composite score: {', '.join(parts)}"
-            + (f" (no rows for: {', '.join(missing)})" if missing else "")
-        )
-    if not document["complete"]:
-        lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
-    return lines

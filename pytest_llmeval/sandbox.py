@@ -1,6 +1,6 @@
 """Running untrusted, model-written Python: a fresh interpreter behind every isolation layer the machine has.
 
-No pytest and no torch here. The runner builds one `Sandbox` per process from `detect(mode)`; scorers call
+No pytest and no torch here. The evaluator builds one `Sandbox` per process from `detect(mode)`; scorers call
 `Sandbox.run(code, stdin, limits)` once per test case and turn the `RunResult` facts into a verdict.
 
 Levels. "strict" means the code has no network and sees no file of the host it could use: bubblewrap (bwrap)

@@ -6,6 +6,7 @@ same benchmark row, so every statistic here works on the per-row differences ada
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
+
+from pytest_llmeval import formatting
 
 FloatArray = NDArray[np.float64]
 Values = Sequence[float] | FloatArray
@@ -25,9 +28,12 @@ TARGET_DIFFERENCE = 0.10
 # Scores in [0, 1] come out of float arithmetic: differences that agree to within this are rounding noise
 # (0.5 - 0.4 != 0.3 - 0.2 in binary floating point), so their spread is treated as exactly zero.
 _NOISE = 1e-12
-# Resampled values held in memory at once: 10_000 bootstrap resamples of a 5_000-row benchmark would
-# otherwise need 400 MB of indices.
+# Resampled values held in memory at once (scipy.stats.bootstrap's batch): 10_000 bootstrap resamples of a
+# 5_000-row benchmark would otherwise need 400 MB of indices and as much again of resampled differences.
 _BOOT_CHUNK = 1 << 22
+# scipy 1.15 renamed bootstrap's random_state to rng (SPEC 7) and will drop the old name; pyproject allows
+# scipy 1.11, which knows only random_state. Both take a Generator and draw the same resamples from it.
+_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 # scipy.stats.wilcoxon's exact permutation test for tied or zero differences, up to this many rows.
 _WILCOXON_PERMUTED = 13
 
@@ -41,7 +47,7 @@ class PairedComparison:
     mean_adapter: float
     mean_base: float
     difference: float  # mean_adapter - mean_base
-    ci_low: float  # percentile paired-bootstrap interval of the mean difference, seeded
+    ci_low: float  # percentile bootstrap interval of the mean difference, resampling rows, seeded
     ci_high: float
     confidence: float
     test: str  # "mcnemar_exact" (binary) or "paired_t" (continuous)
@@ -54,6 +60,8 @@ class PairedComparison:
     # Cohen's d_z = mean(diff) / sd(diff, ddof=1): 0.0 when every difference is 0, +/-inf when every
     # difference is the same nonzero value, None when n < 2 (no sd exists). to_json writes inf as None.
     effect_size: float | None
+    # Cohen's d with the pooled sd, the adaptation document's effect size: see cohens_d_pooled.
+    effect_size_pooled: float | None
     discordant: tuple[int, int] | None  # binary: (adapter right & base wrong, base right & adapter wrong)
     alpha: float
     significant: bool  # p_value < alpha
@@ -70,18 +78,39 @@ class PairedComparison:
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
 
     def significance_report(self) -> dict[str, Any]:
-        """The adaptation document's significance block; p_value and significant are the test of record's."""
+        """The adaptation document's significance block under its names, and `method`: what each holds."""
         return {
             "t_statistic": _jsonable(self.t_statistic),
             "p_value": self.p_value,
             "effect_size": _jsonable(self.effect_size),
+            "effect_size_pooled_d": _jsonable(self.effect_size_pooled),
             "confidence_interval": [self.ci_low, self.ci_high],
             "significant": self.significant,
+            "method": self._method(),
         }
+
+    def _method(self) -> str:
+        # The document computes its p with a paired t test whatever the scores; here p_value and significant
+        # are the test of record's, so say which test that was.
+        if self.discordant is not None:
+            p_value = "exact McNemar test on the discordant rows; t_statistic: paired t, shown beside it"
+        elif self.statistic is None:
+            p_value = "1, no test (one row); t_statistic: none"
+        elif math.isinf(self.statistic):
+            p_value = "exact sign test, as every row differs by the same amount (t is infinite)"
+        else:
+            p_value = "paired t-test on the differences; t_statistic: its t"
+        return (
+            f"p_value: {p_value}; effect_size: Cohen's d_z = mean(diff) / sd(diff); "
+            "effect_size_pooled_d: Cohen's d = (mean_adapter - mean_base) / "
+            "sqrt((sd_adapter^2 + sd_base^2) / 2); sd with ddof=1; "
+            f"confidence_interval: {formatting.level(self.confidence)} percentile bootstrap of mean(diff) "
+            "over rows"
+        )
 
     def describe(self) -> str:
         """One line for failure messages: n, means, difference with its interval, the test's p."""
-        level = f"{round(self.confidence * 100, 6):g}%"
+        level = formatting.level(self.confidence)
         text = (
             f"n={self.n}, adapter {self.mean_adapter:.3f}, base {self.mean_base:.3f}, "
             f"difference {self.difference:+.3f} ({level} CI {self.ci_low:+.3f} to {self.ci_high:+.3f}), "
@@ -89,12 +118,12 @@ class PairedComparison:
         if self.discordant is not None:
             wins, losses = self.discordant
             return text + (
-                f"McNemar exact p={_format_p(self.p_value, self.alpha)}, "
+                f"{formatting.name_of_test(self.test)} p={formatting.p_value(self.p_value, self.alpha)}, "
                 f"discordant {wins} adapter-only / {losses} base-only"
             )
-        text += f"paired t p={_format_p(self.p_value, self.alpha)}"
+        text += f"{formatting.name_of_test(self.test)} p={formatting.p_value(self.p_value, self.alpha)}"
         if self.wilcoxon_p is not None:
-            text += f", Wilcoxon p={_format_p(self.wilcoxon_p, self.alpha)}"
+            text += f", Wilcoxon p={formatting.p_value(self.wilcoxon_p, self.alpha)}"
         return text
 
 
@@ -151,6 +180,29 @@ def cohens_dz(differences: Values) -> float | None:
     return mean / sd
 
 
+def cohens_d_pooled(adapter: Values, base: Values) -> float | None:
+    """Cohen's d with the pooled sd, (mean_a - mean_b) / sqrt((sd_a^2 + sd_b^2) / 2), ddof=1; None when n < 2.
+
+    0.0 when neither side varies and the means are equal, +/-inf when neither varies and they differ. For
+    two groups of n rows this is the textbook pooled sd, sqrt(((n-1) sd_a^2 + (n-1) sd_b^2) / (2n - 2)). The
+    adaptation document takes np.var's ddof=0, which gives sqrt(n / (n - 1)) times this d.
+    """
+    a = _as_finite("adapter values", adapter)
+    b = _as_finite("base values", base)
+    if a.size != b.size:
+        raise ValueError(f"adapter and base must score the same rows: got {a.size} and {b.size} values")
+    if a.size < 2:
+        return None
+    # mean(a - b) is mean_a - mean_b, but negates exactly when adapter and base swap. Each sd is taken after
+    # subtracting the side's first value: the sd ignores the shift, and then so does its floating-point
+    # value whenever adding a constant to the scores was exact.
+    mean = float((a - b).mean())
+    pooled = math.sqrt((_sd(a - a[0]) ** 2 + _sd(b - b[0]) ** 2) / 2.0)
+    if pooled == 0.0:
+        return 0.0 if abs(mean) <= _NOISE else math.copysign(math.inf, mean)
+    return mean / pooled
+
+
 def wilcoxon_signed_rank(differences: Values) -> float | None:
     """Two-sided p of scipy.stats.wilcoxon(differences, zero_method="wilcox"); None when all are 0."""
     d = _as_finite("differences", differences)
@@ -176,7 +228,7 @@ def wilcoxon_signed_rank(differences: Values) -> float | None:
 def paired_bootstrap_ci(
     differences: Values, *, confidence: float, n_boot: int, seed: int
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean difference, resampling rows with default_rng(seed)."""
+    """Percentile bootstrap interval of the mean difference (scipy.stats.bootstrap over rows, seeded)."""
     _check_open_unit("confidence", confidence)
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
@@ -185,22 +237,27 @@ def paired_bootstrap_ci(
     if n == 0:
         raise ValueError("no differences to resample")
     if np.ptp(d) == 0.0:
-        # Every resample has the same mean; summing in another order could move it by an ulp.
+        # Every resample has the same mean (summing in another order could move it by an ulp), and scipy
+        # refuses a single row.
         mean = float(d.mean())
         return mean, mean
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    per_chunk = max(1, _BOOT_CHUNK // n)
-    for start in range(0, n_boot, per_chunk):
-        stop = min(n_boot, start + per_chunk)
-        rows = rng.integers(0, n, size=(stop - start, n))  # (resamples, n): row indices of each resample
-        means[start:stop] = d[rows].mean(axis=1)
-    tail = (1.0 - confidence) / 2.0
-    # Both ends from the lower tail of +means and -means: swapping adapter and base negates every resampled
-    # mean (the row indices do not depend on the data), so the interval negates exactly, not to an ulp.
-    low = float(np.quantile(means, tail))
-    high = -float(np.quantile(-means, tail))
-    return low, high
+    # One sample of per-row differences rather than paired=True on (adapter, base): paired=True draws the
+    # same row indices from the generator and its mean(adapter[i] - base[i]) equals mean(d[i]) bit for bit,
+    # but it gathers both sides for every resample. Measured at 10_000 resamples of 5_000 rows: 0.35 s here,
+    # 0.79 s with paired=True, 0.25 s for the hand-written loop this replaced (same resamples, same interval
+    # to an ulp); 60 rows: 6, 11 and 5 ms. Percentile, as before: BCa (0.46 s) would move every interval
+    # away from earlier results for a second-order gain on a mean.
+    result = stats.bootstrap(
+        (d,),
+        np.mean,
+        n_resamples=n_boot,
+        batch=max(1, _BOOT_CHUNK // n),
+        vectorized=True,
+        confidence_level=confidence,
+        method="percentile",
+        **{_RNG_KEYWORD: np.random.default_rng(seed)},
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 # Power.
@@ -375,6 +432,7 @@ def compare_paired(
         p_value=p_value,
         wilcoxon_p=wilcoxon_p,
         effect_size=cohens_dz(diff),
+        effect_size_pooled=cohens_d_pooled(a, b),
         discordant=discordant,
         alpha=alpha,
         significant=p_value < alpha,
@@ -476,13 +534,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
     return value
-
-
-def _format_p(p: float, alpha: float) -> str:
-    # p = 0.0496 shown as "0.050" beside a verdict at alpha 0.05 reads as a contradiction: add digits until
-    # the shown value falls on the same side of alpha as p.
-    for digits in range(3, 17):
-        shown = f"{p:.{digits}f}" if p >= 0.001 else f"{p:.{digits - 2}e}"
-        if (float(shown) < alpha) == (p < alpha):
-            return shown
-    return repr(p)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import build_tiny_adapter, build_tiny_model
+from locollm import validate_locollm
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +29,26 @@ def other_arch_adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     adapter = build_tiny_adapter(other, tmp_path_factory.mktemp("other-adapter"))
     shutil.rmtree(other)  # its base is gone too: only --base-model tiny_model can be tried
     return adapter
+
+
+@pytest.fixture(autouse=True)
+def _every_results_json_follows_locollm(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every results.json a test makes the plugin write is checked against the LocoLLM schema."""
+    # Taken before the test: after it, the fixtures may already be torn down.
+    folders = [
+        request.getfixturevalue(name).path if name == "pytester" else request.getfixturevalue(name)
+        for name in ("pytester", "tmp_path")
+        if name in request.fixturenames
+    ]
+    yield
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.json")):
+            try:
+                document = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(document, dict) and "schema_version" in document and "benchmarks" in document:
+                try:
+                    validate_locollm(document)
+                except AssertionError as exc:
+                    raise AssertionError(f"{path}: {exc}") from None

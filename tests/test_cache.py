@@ -102,7 +102,7 @@ def run_both(
     prompts: list[str] = PROMPTS,
     limits: list[int] = LIMITS,
 ) -> tuple[list[str], list[str]]:
-    """Base and adapter outputs of one batch through the cache, as the runner makes them."""
+    """Base and adapter outputs of one batch through the cache, as the evaluator makes them."""
     base = cache.generate(identity, "base", prompts, limits, Generator("base:"))
     adapter = cache.generate(identity, "adapter", prompts, limits, Generator("adapter:"))
     return base, adapter
@@ -486,7 +486,7 @@ def tiny_with_adapter(tiny_model: Path, tiny_adapter: Path) -> LoadedModel:
 
 
 def cached_run(cache: GenerationCache, loaded: LoadedModel) -> tuple[list[str], list[str]]:
-    """The runner's _generate through the cache: one batch per side, misses generated together."""
+    """The evaluator's _generate through the cache: one batch per side, misses generated together."""
     from pytest_llmeval.generation import build_prompt, generate
 
     prompts = [build_prompt(loaded.tokenizer, "Convert the date.", d) for d in ("Jan 5", "May 7", "today")]
@@ -550,29 +550,19 @@ def test_identify_reads_contents_not_paths(tmp_path: Path, tiny_with_adapter: Lo
     assert changed.base != identity.base and changed.tokenizer == identity.tokenizer
 
 
-# --- through the plugin (once runner.py and plugin.py are wired: /tmp/cache_wiring.patch) -----------------
-
-
-def _wired() -> bool:
-    from pytest_llmeval.runner import RunOptions
-
-    return "cache_dir" in {f.name for f in dataclasses.fields(RunOptions)}
-
-
-wired = pytest.mark.skipif(not _wired(), reason="the generation cache is not wired into the plugin yet")
+# --- through the plugin --------------------------------------------------------------------------------
 
 
 def plugin_outputs(pytester: pytest.Pytester, name: str) -> tuple[dict[str, Any], list[list[Any]]]:
     """results.json's inference_config.cache, and each row's [id, base output, adapter output]."""
     doc = json.loads((pytester.path / name).read_text())
     rows = [
-        [r["id"], r["base"]["output"], (r["adapter"] or {}).get("output")]
+        [r["id"], r["models"]["base"]["output"], r["models"].get("adapter", {}).get("output")]
         for r in doc["benchmarks"][0]["rows"]
     ]
     return doc["inference_config"]["cache"], rows
 
 
-@wired
 def test_plugin_second_run_and_new_adapter_version(
     pytester: pytest.Pytester, tmp_path: Path, tiny_model: Path, tiny_adapter: Path
 ) -> None:
@@ -595,7 +585,6 @@ def test_plugin_second_run_and_new_adapter_version(
     assert [r[:2] for r in rows3] == [r[:2] for r in rows]
 
 
-@wired
 def test_plugin_damaged_entry_warns_and_no_cache(pytester: pytest.Pytester, tiny_model: Path) -> None:
     pytester.makeini("[pytest]\n")
     pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", input=f"item {i}") for i in range(3)]))

@@ -192,10 +192,13 @@ def test_choice_and_judge_rows_on_a_tiny_model(
     by_id = {r["id"]: r for r in doc["benchmarks"][0]["rows"]}
     for row_id in ("mc1", "mc2"):
         for side in ("base", "adapter"):
-            score = by_id[row_id][side]["score"]
+            score = by_id[row_id]["models"][side]["score"]
             assert len(score["choices"]) == 3 and score["predicted_index"] in (0, 1, 2)
             assert score["value"] == (1.0 if score["predicted_index"] == score["expected_index"] else 0.0)
-    assert by_id["mc1"]["base"]["score"]["choices"] != by_id["mc1"]["adapter"]["score"]["choices"]
+    assert (
+        by_id["mc1"]["models"]["base"]["score"]["choices"]
+        != by_id["mc1"]["models"]["adapter"]["score"]["choices"]
+    )
     assert by_id["j1"]["error"] is not None
 
 
@@ -237,17 +240,19 @@ def test_real_model_multiple_choice_and_judge(tmp_path: Path) -> None:
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     by_id = {r["id"]: r for r in json.loads(out.read_text())["benchmarks"][0]["rows"]}
     for row_id in ("capital", "sky"):
-        assert by_id[row_id]["base"]["score"]["value"] == 1.0, by_id[row_id]["base"]["score"]
+        assert by_id[row_id]["models"]["base"]["score"]["value"] == 1.0, by_id[row_id]["models"]["base"][
+            "score"
+        ]
     greet = by_id["greet"]
     # A 135M model is no judge: it rarely writes "Score: N". Either way the three sampled runs are kept
     # (in the score, or beside the row's error), and they differ.
     for side in ("base", "adapter"):
-        graded = greet[side]["score"] or greet[side]["measurement"]
+        graded = greet["models"][side]["score"] or greet["models"][side]["measurement"]
         runs = graded["runs"]
         assert [r["seed"] for r in runs] == [0, 1, 2] and all(r["output"] for r in runs)
         assert len({r["output"] for r in runs}) > 1
     if greet["error"] is None:
-        assert 0.0 <= greet["adapter"]["score"]["value"] <= 1.0
+        assert 0.0 <= greet["models"]["adapter"]["score"]["value"] <= 1.0
     else:
         assert "the judge gave no score" in greet["error"]
 

@@ -14,6 +14,7 @@ from helpers import jsonl, model_args, row
 
 from pytest_llmeval import ci
 from pytest_llmeval.models import gpu_for_worker
+from pytest_llmeval.records import ADAPTER, BASE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,9 @@ def test_github_summary_annotations_and_junit(
     )
     text = summary.read_text()
     assert text.startswith("earlier step\n## pytest-llmeval: tiny-adapter 0.0.1")  # appended, not replaced
-    assert "| `bench.jsonl` | 6 | 0.0% | 0.0% | +0.0 pt (+0.0 to +0.0) | 1 |" in text
+    assert "| `bench.jsonl` | 6 | 0.0% | 0.0% | +0.0 pt (+0.0 to +0.0 pt) | 1 |" in text
+    # No in-domain benchmark: the top level names the one it describes, and why.
+    assert "Top level of results.json: `bench.jsonl` (no in-domain benchmark ran: " in text
     assert "❌ edge_cases" in text and "⚠️ difficulty_mix" in text and "| easy | 6 | 0.0% | 0.0% |" in text
     # JUnit: each row carries its scores as flat properties.
     case = ET.parse(pytester.path / "junit.xml").getroot().find(".//testcase[@name='r3']")
@@ -57,23 +60,70 @@ def test_github_summary_annotations_and_junit(
     }
 
 
+def failed_row(row_id: str, line: int, *, evaluated: str = ADAPTER, value: float = 0.0) -> dict[str, Any]:
+    """A failed row of results.json: both models scored `value` < 1.0, `evaluated` decides."""
+    score = {"value": value, "threshold": 1.0, "passed": False}
+    models = {BASE: {"output": "b", "score": {**score, "value": 1.0}}}
+    if evaluated == ADAPTER:
+        models[ADAPTER] = {"output": "a", "score": score}
+    else:
+        models[BASE]["score"] = score
+    return {
+        "nodeid": f"a.jsonl::{row_id}",
+        "id": row_id,
+        "line": line,
+        "evaluated": evaluated,
+        "models": models,
+        "passed": False,
+        "error": None,
+        "skipped": None,
+    }
+
+
 def test_annotations_are_capped_and_escaped() -> None:
-    rows = [
-        {
-            "id": f"r{i}",
-            "line": i + 1,
-            "passed": False,
-            "error": None,
-            "adapter": {"score": {"value": 0.0, "threshold": 1.0}},
-        }
-        for i in range(25)
-    ]
+    rows = [failed_row(f"r{i}", i + 1) for i in range(25)]
     rows[0]["error"] = "bad: 100%\nsecond line"
     document: dict[str, Any] = {"benchmarks": [{"benchmark_file": "a,b:c.jsonl", "gates": {}, "rows": rows}]}
     lines = ci.error_annotations(document)
     assert len(lines) == ci.MAX_ROW_ANNOTATIONS + 1
     assert lines[0] == "::error file=a%2Cb%3Ac.jsonl,line=1::r0: bad: 100%25%0Asecond line"
+    assert lines[1] == "::error file=a%2Cb%3Ac.jsonl,line=2::r1 scored 0.0 < 1.0 (adapter)"
     assert lines[-1] == "::notice::15 more failed rows are not annotated (see results.json)"
+
+
+def test_annotations_name_the_model_whose_score_decided() -> None:
+    unscored = failed_row("lost", 3)
+    unscored["models"] = {}
+    rows = [failed_row("a", 1), failed_row("b", 2, evaluated=BASE, value=0.25), unscored]
+    document: dict[str, Any] = {"benchmarks": [{"benchmark_file": "x.jsonl", "gates": {}, "rows": rows}]}
+    assert ci.error_annotations(document) == [
+        "::error file=x.jsonl,line=1::a scored 0.0 < 1.0 (adapter)",  # not the base's 1.0
+        "::error file=x.jsonl,line=2::b scored 0.25 < 1.0 (base)",
+        "::error file=x.jsonl,line=3::lost: no score (adapter)",
+    ]
+
+
+def test_step_summary_of_a_real_run() -> None:
+    """The frozen date-iso run: the top level's reason, and the perplexity benchmark's figures in nats."""
+    doc = json.loads((REPO / "tests/data/report_results.json").read_text(encoding="utf-8"))
+    text = ci.step_summary(doc)
+    assert "Top level of results.json: `benchmarks/dates.jsonl` (the adapter's in-domain benchmark)" in text
+    nats = (
+        "negative cross-entropy (higher is better): adapter -3.636 nats/token vs base -3.589 nats/token, "
+        "degradation (adapter − base) -0.047 nats/token, 60 rows; no_degradation pass"
+    )
+    assert f"Out of domain, most degraded: `benchmarks/japanese_text.jsonl`: {nats}" in text
+    assert "### `benchmarks/japanese_text.jsonl`\n" in text and f"\nOut of domain: {nats}\n" in text
+    assert (
+        "\nOut of domain: score: adapter 83.3% vs base 85.0%, degradation (adapter − base) -1.7 pt," in text
+    )
+    assert "| `benchmarks/dates.jsonl` | 60 | 6.7% | 85.0% | +78.3 pt (+68.3 to +88.3 pt) | 1.4e-14 |" in text
+    # The paired test of the perplexity rows compared cross-entropy: its difference says so, in nats.
+    assert (
+        "| -6.7 pt; negative cross-entropy (higher is better): -0.047 nats/token "
+        "(-0.054 to -0.040 nats/token) | 5.6e-20 |"
+    ) in text
+    assert "-4.7 pt" not in text
 
 
 def test_gate_check_exits_1_on_a_failed_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

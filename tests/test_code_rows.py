@@ -57,7 +57,7 @@ def test_code_rows_score_in_the_sandbox(pytester: pytest.Pytester, workers: list
     result.assert_outcomes(passed=1, failed=4)
     result.stdout.fnmatch_lines(["*case 0: wrong_output: stdout '-1', expected '3'*"])
     doc = json.loads((pytester.path / "results.json").read_text())
-    rows = {r["id"]: r["base"]["score"] for r in doc["benchmarks"][0]["rows"]}
+    rows = {r["id"]: r["models"]["base"]["score"] for r in doc["benchmarks"][0]["rows"]}
     assert {i: s["value"] for i, s in rows.items()} == {
         "right": 1.0,
         "wrong": 0.0,
@@ -122,7 +122,9 @@ def test_real_model_writes_code_that_runs(tmp_path: Path) -> None:
     for record in doc["benchmarks"][0]["rows"]:
         assert record["error"] is None
         for who in ("base", "adapter"):
-            score = record[who]["score"]
+            score = record["models"][who]["score"]
             assert score["code"].strip() and all(c["verdict"] != "sandbox_error" for c in score["cases"])
     hello = next(r for r in doc["benchmarks"][0]["rows"] if r["id"] == "hello")
-    assert hello["base"]["score"]["value"] == 1.0, hello["base"]  # a 135M instruct model can print a greeting
+    assert hello["models"]["base"]["score"]["value"] == 1.0, hello["models"][
+        "base"
+    ]  # a 135M instruct model can print a greeting

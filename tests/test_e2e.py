@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from locollm import validate_locollm
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,7 +63,7 @@ def test_main_job_runs_every_row_and_reports(
         assert bench["results"]["n_errors"] == 0
         rows = bench["rows"]
         # Scores in results.json are recomputed from the stored outputs: nothing is hard-coded.
-        mean = sum(r["adapter"]["score"]["value"] for r in rows) / len(rows)
+        mean = sum(r["models"]["adapter"]["score"]["value"] for r in rows) / len(rows)
         assert bench["results"]["adapter_score"] == pytest.approx(mean)
 
 
@@ -93,8 +94,40 @@ def test_gates_of_the_main_job(main_job: tuple[subprocess.CompletedProcess[str],
             assert bench["gates"][gate]["status"] == "pass", bench["gates"][gate]
     # The adapter's own training file is found beside it, and no benchmark row is copied from it.
     assert dates["gates"]["held_out"]["status"] in ("pass", "warn")
-    out_of_domain = [b["benchmark_file"] for b in main_job[1]["out_of_domain"]]
-    assert out_of_domain == ["benchmarks/japanese_text.jsonl", "benchmarks/sentiment.jsonl"]
+    assert [b["benchmark_file"] for b in main_job[1]["benchmarks"] if b.get("out_of_domain")] == [
+        "benchmarks/japanese_text.jsonl",
+        "benchmarks/sentiment.jsonl",
+    ]
+
+
+def test_main_job_results_follow_the_locollm_standard(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    proc, doc = main_job
+    validate_locollm(doc)
+    benches = by_file(doc)
+    dates = benches["benchmarks/dates.jsonl"]
+    # The top level is the adapter's document for its in-domain benchmark.
+    assert doc["benchmark_file"] == "benchmarks/dates.jsonl" and doc["results"] == dates["results"]
+    assert doc["current_version"]["adapter_score"] == dates["results"]["adapter_score"]
+    # Out of domain, each benchmark in the unit its gate judges; degradation = adapter - base.
+    sentiment = benches["benchmarks/sentiment.jsonl"]["out_of_domain"]
+    assert sentiment["measure"] == "score"
+    assert sentiment["degradation"] == pytest.approx(
+        sentiment["adapter_score"] - sentiment["base_model_score"]
+    )
+    japanese = benches["benchmarks/japanese_text.jsonl"]
+    figure = japanese["out_of_domain"]
+    assert figure["measure"].startswith("negative cross-entropy")
+    assert figure["degradation"] == pytest.approx(japanese["statistics"]["difference"])
+    assert figure["degradation"] < 0 and figure["verdict"] == japanese["gates"]["no_degradation"]["status"]
+    worst = min(
+        (b["out_of_domain"] for b in benches.values() if b.get("out_of_domain")),
+        key=lambda f: f["degradation"],
+    )
+    assert doc["out_of_domain"] == worst
+    # No composite made of a single metric: the demo measures none of the composite's metrics.
+    assert doc["composite"] is None and "composite score" not in proc.stdout
 
 
 def test_japanese_perplexity_benchmark(
@@ -106,7 +139,7 @@ def test_japanese_perplexity_benchmark(
     ppl = bench["perplexity"]
     rows = bench["rows"]
     for who in ("base", "adapter"):
-        scores = [r[who]["score"] for r in rows]
+        scores = [r["models"][who]["score"] for r in rows]
         tokens = sum(s["n_tokens"] for s in scores)
         expected = math.exp(math.fsum(s["nll"] for s in scores) / tokens)
         assert ppl[who]["perplexity"] == pytest.approx(expected, rel=1e-12)
@@ -127,11 +160,14 @@ def test_japanese_perplexity_benchmark(
     assert bench["gates"]["no_degradation"]["status"] in ("pass", "warn")
     # The long row is scored through several overlapping windows of 64 tokens.
     long_row = next(r for r in rows if "long" in r["tags"])
-    assert long_row["base"]["score"]["max_length"] == 64 and long_row["base"]["score"]["n_tokens"] > 64
+    assert (
+        long_row["models"]["base"]["score"]["max_length"] == 64
+        and long_row["models"]["base"]["score"]["n_tokens"] > 64
+    )
 
 
 def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
-    """--llmeval-fluency on the real model: reference, base and adapter perplexity under the base."""
+    """--llmeval-fluency on the real model: each model's own outputs, and the reference, under itself."""
     out = tmp_path / "results.json"
     cmd = [sys.executable, "-m", "pytest", "--adapter", "adapters/date-iso", "benchmarks/dates.jsonl"]
     cmd += ["-k", "dates-00", "-m", "not gate", "-q", "--tb=no", "-p", "no:cacheprovider"]
@@ -140,13 +176,16 @@ def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     bench = by_file(json.loads(out.read_text()))["benchmarks/dates.jsonl"]
     fluency = bench["fluency"]
-    assert "fluency perplexity: reference" in proc.stdout
-    for side in ("reference", "base", "adapter"):
-        assert fluency[side]["n_tokens"] > 0
-        assert fluency[side]["perplexity_score"] == pytest.approx(
-            100 * math.exp(-fluency[side]["perplexity"] / 300)
-        )
+    assert "fluency, perplexity of each model's own outputs: base" in proc.stdout
     for side in ("base", "adapter"):
-        ratio = fluency[side]["perplexity"] / fluency["reference"]["perplexity"]
+        assert fluency[side]["output"]["n_tokens"] > 0 and fluency[side]["reference"]["n_tokens"] > 0
+        assert fluency[side]["perplexity_score"] == pytest.approx(
+            100 * math.exp(-fluency[side]["output"]["perplexity"] / 300)
+        )
+        ratio = fluency[side]["output"]["perplexity"] / fluency[side]["reference"]["perplexity"]
         assert fluency[side]["ratio_to_reference"] == pytest.approx(ratio)
-    assert all(set(r["fluency"]) == {"reference", "base", "adapter"} for r in bench["rows"])
+    # Each model measured its own outputs: the adapter writes ISO dates it finds likely, the base does not.
+    assert fluency["adapter"]["scorer"].endswith("(the adapter itself)")
+    assert all(
+        set(r["models"]["adapter"]["fluency"]) == {"scorer", "output", "reference"} for r in bench["rows"]
+    )

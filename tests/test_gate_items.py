@@ -97,10 +97,15 @@ def test_comparison_gates_read_the_rows(
         "t_statistic",
         "p_value",
         "effect_size",
+        "effect_size_pooled_d",
         "confidence_interval",
         "significant",
+        "method",
     }
-    assert data["out_of_domain"] == []
+    assert "McNemar" in bench["significance_test"]["method"]
+    # The only benchmark is in-domain: the top level is its LocoLLM document, and nothing is out of domain.
+    assert data["benchmark_file"] == "bench.jsonl" and data["out_of_domain"] is None
+    assert data["top_level"]["reason"].startswith("the adapter's in-domain benchmark")
 
 
 def test_without_adapter_the_comparison_gate_is_skipped(pytester: pytest.Pytester, tiny_model: Path) -> None:
@@ -139,7 +144,8 @@ def test_no_regression_against_the_previous_results(
     second = pytester.runpytest(*args(tiny_model, tiny_adapter, "-k", "no_regression or not gate"))
     second.assert_outcomes(failed=6, passed=1, deselected=5)
     data = doc(pytester)
-    assert data["previous_version"] == "0.0.1" and data["current_version"] == "0.0.1"
+    assert data["previous_version"] == {"version": "0.0.1", "adapter_score": 0.0, "base_model_score": 0.0}
+    assert data["current_version"] == {"version": "0.0.1", "adapter_score": 0.0, "base_model_score": 0.0}
     bench = data["benchmarks"][0]
     assert bench["comparison_with_previous"]["comparable"] is True
     assert bench["gates"]["no_regression"]["status"] == "pass"

@@ -66,13 +66,13 @@ def test_perplexity_rows_pass_under_their_bound_and_report_the_corpus(
     direct = perplexity(loaded.model, loaded.tokenizer, TEXTS)
     by_id = {r["id"]: r for r in bench["rows"]}
     for i, text_result in enumerate(direct.texts):
-        score = by_id[f"t{i}"]["base"]["score"]
+        score = by_id[f"t{i}"]["models"]["base"]["score"]
         assert score["perplexity"] == pytest.approx(text_result.perplexity, rel=1e-5)
         assert score["n_tokens"] == text_result.n_tokens
-    windowed = by_id["t6"]["base"]["score"]
+    windowed = by_id["t6"]["models"]["base"]["score"]
     assert (windowed["max_length"], windowed["stride"]) == (8, 4)
     # The corpus value is token-weighted over the rows, not a mean of per-row perplexities.
-    scores = [r["base"]["score"] for r in bench["rows"]]
+    scores = [r["models"]["base"]["score"] for r in bench["rows"]]
     weighted = math.exp(sum(s["nll"] for s in scores) / sum(s["n_tokens"] for s in scores))
     assert bench["perplexity"]["base"]["perplexity"] == pytest.approx(weighted, rel=1e-12)
     assert bench["perplexity"]["adapter"]["perplexity"] != bench["perplexity"]["base"]["perplexity"]
@@ -138,23 +138,39 @@ def test_fluency_scores_outputs_and_references_under_a_scoring_model(
         json.loads((pytester.path / n).read_text())["benchmarks"][0] for n in ("own.json", "other.json")
     )
     for bench in (own, scored):
-        fluency = bench["fluency"]
         for side in ("base", "adapter"):
-            assert fluency[side]["ratio_to_reference"] == pytest.approx(
-                fluency[side]["perplexity"] / fluency["reference"]["perplexity"]
+            fluency = bench["fluency"][side]
+            assert fluency["ratio_to_reference"] == pytest.approx(
+                fluency["output"]["perplexity"] / fluency["reference"]["perplexity"]
             )
-            assert fluency[side]["cross_entropy_difference"] == pytest.approx(
-                fluency[side]["cross_entropy"] - fluency["reference"]["cross_entropy"]
+            assert fluency["cross_entropy_difference"] == pytest.approx(
+                fluency["output"]["cross_entropy"] - fluency["reference"]["cross_entropy"]
             )
-        assert fluency["reference"]["perplexity_score"] == pytest.approx(
-            100 * math.exp(-fluency["reference"]["perplexity"] / 300)
-        )
-    # References are scored by the base with the adapter off by default, by the other model when named.
-    loaded = load(ModelSpec(base_model=str(tiny_model), device="cpu", dtype="float32"))
-    references = sorted({r["expected_output"] for r in rows})
-    direct = perplexity(loaded.model, loaded.tokenizer, references)
-    assert own["fluency"]["reference"]["perplexity"] == pytest.approx(direct.perplexity, rel=1e-5)
-    assert scored["fluency"]["reference"]["perplexity"] != pytest.approx(direct.perplexity, rel=1e-3)
+            assert fluency["perplexity_score"] == pytest.approx(
+                100 * math.exp(-fluency["output"]["perplexity"] / 300)
+            )
+    # The QA document's fix: each model measures its own outputs (and the reference), base outputs by the
+    # base with the adapter off, adapter outputs by the adapter; --llmeval-ppl-model measures all of them.
+    references = [r["expected_output"] for r in rows]
+    base_model = load(ModelSpec(base_model=str(tiny_model), device="cpu", dtype="float32"))
+    with_adapter = load(
+        ModelSpec(base_model=str(tiny_model), adapter=tiny_adapter, device="cpu", dtype="float32")
+    )
+    scorer = load(ModelSpec(base_model=str(other), device="cpu", dtype="float32"))
+    for bench, measurer in ((own, {"base": base_model, "adapter": with_adapter}), (scored, None)):
+        for side in ("base", "adapter"):
+            outputs = [r["models"][side]["output"] for r in bench["rows"]]
+            model = scorer if measurer is None else measurer[side]
+            direct_out = perplexity(model.model, model.tokenizer, outputs).perplexity
+            direct_ref = perplexity(model.model, model.tokenizer, references).perplexity
+            assert bench["fluency"][side]["output"]["perplexity"] == pytest.approx(direct_out, rel=1e-5)
+            assert bench["fluency"][side]["reference"]["perplexity"] == pytest.approx(direct_ref, rel=1e-5)
+    # The adapter really measured with itself: its view of the reference is not the base's.
+    assert own["fluency"]["adapter"]["reference"]["perplexity"] != pytest.approx(
+        own["fluency"]["base"]["reference"]["perplexity"], rel=1e-4
+    )
+    assert own["fluency"]["adapter"]["scorer"].endswith("(the adapter itself)")
+    assert scored["fluency"]["base"]["scorer"] == scored["fluency"]["adapter"]["scorer"] == str(other)
 
 
 def test_fluency_needs_a_model(pytester: pytest.Pytester) -> None:

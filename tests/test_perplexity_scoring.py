@@ -9,6 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_llmeval.benchmark import Case
+from pytest_llmeval.records import (
+    ADAPTER,
+    BASE,
+    BenchmarkInfo,
+    FluencyRecord,
+    RowRecord,
+    SideRecord,
+    row_record,
+)
 from pytest_llmeval.results import (
     DEFAULT_COMPOSITE_WEIGHTS,
     comparison_values,
@@ -72,13 +82,39 @@ def measured(nll: float, tokens: int, chars: int, **extra: Any) -> dict[str, Any
     }
 
 
-def record(i: int, base: dict[str, Any], adapter: dict[str, Any] | None) -> dict[str, Any]:
-    return {
-        "id": f"r{i}",
-        "evaluation_type": "perplexity",
-        "base": {"output": None, "score": {"value": 1.0, **base}},
-        "adapter": None if adapter is None else {"output": None, "score": {"value": 1.0, **adapter}},
-    }
+BENCH: BenchmarkInfo = {"name": "texts.jsonl", "sha256": "sha256:" + "0" * 64, "domain": "out", "n_rows": 4}
+
+
+def record(
+    i: int,
+    base: dict[str, Any] | float,
+    adapter: dict[str, Any] | float | None,
+    *,
+    evaluation_type: str = "perplexity",
+    fluency: dict[str, FluencyRecord] | None = None,
+) -> RowRecord:
+    """A scored row through records.row_record: a dict is a perplexity measurement, a float a plain score."""
+
+    def side(found: dict[str, Any] | float) -> SideRecord:
+        if isinstance(found, dict):
+            return {"output": None, "score": scorer.score_measurement(found, {"threshold": 1e9}).to_json()}
+        return {"output": "B", "score": {"value": found, "threshold": 1.0, "passed": found >= 1.0}}
+
+    models = {BASE: side(base)}
+    if adapter is not None:
+        models[ADAPTER] = side(adapter)
+    for who, measured_text in (fluency or {}).items():
+        models[who]["fluency"] = measured_text
+    config = {"threshold": 1e9} if evaluation_type == "perplexity" else {}
+    case = Case(f"r{i}", "", "some text", "B", evaluation_type, "easy", i + 1, config)
+    return row_record(
+        nodeid=f"texts.jsonl::r{i}",
+        benchmark=BENCH,
+        case=case,
+        evaluated=BASE if adapter is None else ADAPTER,
+        models=models,
+        passed=True,
+    )
 
 
 def test_corpus_perplexity_is_token_weighted() -> None:
@@ -121,8 +157,9 @@ def test_comparison_values_use_cross_entropy_for_perplexity_benchmarks() -> None
     assert summary["perplexity_ratio"] == pytest.approx(math.exp(-0.1))
     assert summary["cross_entropy_difference"] == pytest.approx(-0.1)
     # Other benchmarks compare their [0, 1] scores.
-    mixed = [{**records[0], "evaluation_type": "exact_match"}]
-    assert comparison_values(mixed)[2] is True
+    # Other benchmarks, mixed ones too, compare their [0, 1] scores.
+    mixed = [records[0], record(9, 0.0, 1.0, evaluation_type="exact_match")]
+    assert comparison_values(mixed) == ([1.0, 1.0], [1.0, 0.0], True, "score")
 
 
 def test_unbounded_comparison() -> None:
@@ -137,23 +174,67 @@ def test_unbounded_comparison() -> None:
         compare_paired([5.0, 7.0], [1.0, 2.0])
 
 
-def test_fluency_summary() -> None:
-    def text(nll: float, tokens: int) -> dict[str, Any]:
-        return {"nll": nll, "n_tokens": tokens, "n_chars": tokens * 4}
+def text(nll: float, tokens: int) -> dict[str, Any]:
+    """One text's NLL under a scorer, as measures.fluency records it."""
+    return {"nll": nll, "n_tokens": tokens, "n_chars": tokens * 4}
 
+
+def fluent(scorer_name: str, output: dict[str, Any] | None, reference: dict[str, Any]) -> FluencyRecord:
+    return {"scorer": scorer_name, "output": output, "reference": reference}
+
+
+def test_fluency_summary() -> None:
+    # Each side's scorer measures its own output and the reference: the references differ per side.
     records = [
-        {"fluency": {"reference": text(10.0, 5), "base": text(20.0, 5), "adapter": text(12.0, 6)}},
-        {"fluency": {"reference": text(6.0, 3), "base": None, "adapter": text(3.0, 2)}},  # empty base output
-        {"other": True},
+        record(
+            0,
+            1.0,
+            1.0,
+            evaluation_type="exact_match",
+            fluency={
+                BASE: fluent("base-m", text(20.0, 5), text(10.0, 5)),
+                ADAPTER: fluent("adapter-m", text(12.0, 6), text(9.0, 5)),
+            },
+        ),
+        record(
+            1,
+            1.0,
+            1.0,
+            evaluation_type="exact_match",
+            fluency={
+                BASE: fluent("base-m", None, text(6.0, 3)),  # an empty base output: nothing to score
+                ADAPTER: fluent("adapter-m", text(3.0, 2), text(5.0, 3)),
+            },
+        ),
+        record(2, 1.0, 1.0, evaluation_type="exact_match"),  # fluency not measured
     ]
     out = fluency_summary(records)
-    assert out is not None
-    assert out["reference"]["perplexity"] == pytest.approx(math.exp(16 / 8))
-    assert out["base"]["perplexity"] == pytest.approx(math.exp(4.0)) and out["base"]["n_empty"] == 1
-    assert out["adapter"]["ratio_to_reference"] == pytest.approx(math.exp(15 / 8) / math.exp(2.0))
-    assert out["adapter"]["cross_entropy_difference"] == pytest.approx(15 / 8 - 2.0)
-    assert out["adapter"]["perplexity_score"] == pytest.approx(perplexity_score(math.exp(15 / 8)))
-    assert fluency_summary([{"x": 1}]) is None
+    assert out is not None and set(out) == {BASE, ADAPTER}
+    base, adapter = out[BASE], out[ADAPTER]
+    assert (base["scorer"], adapter["scorer"]) == ("base-m", "adapter-m")
+    assert base["output"]["perplexity"] == pytest.approx(math.exp(4.0))
+    assert base["output"]["n_texts"] == 1 and base["n_empty_outputs"] == 1
+    assert base["reference"]["perplexity"] == pytest.approx(math.exp(16 / 8))
+    assert base["reference"]["n_texts"] == 2
+    assert adapter["output"]["perplexity"] == pytest.approx(math.exp(15 / 8))
+    assert adapter["reference"]["perplexity"] == pytest.approx(math.exp(14 / 8))
+    assert adapter["n_empty_outputs"] == 0
+    assert adapter["ratio_to_reference"] == pytest.approx(math.exp(15 / 8) / math.exp(14 / 8))
+    assert adapter["cross_entropy_difference"] == pytest.approx(15 / 8 - 14 / 8)
+    assert adapter["perplexity_score"] == pytest.approx(perplexity_score(math.exp(15 / 8)))
+    assert base["perplexity_score"] == pytest.approx(perplexity_score(math.exp(4.0)))
+    assert fluency_summary(records[2:]) is None
+
+
+def test_fluency_of_only_empty_outputs() -> None:
+    rows = [
+        record(0, 1.0, None, evaluation_type="exact_match", fluency={BASE: fluent("m", None, text(2.0, 2))})
+    ]
+    out = fluency_summary(rows)
+    assert out is not None and set(out) == {BASE}
+    assert out[BASE]["output"] is None and out[BASE]["perplexity_score"] is None
+    assert out[BASE]["n_empty_outputs"] == 1 and out[BASE]["reference"]["n_texts"] == 1
+    assert "ratio_to_reference" not in out[BASE]
 
 
 def test_perplexity_score_is_the_documents() -> None:
@@ -191,20 +272,32 @@ def test_composite_renormalises_over_present_metrics() -> None:
 
 
 def test_composite_of_records() -> None:
+    # The perplexity part is each model's own outputs' fluency (base 50, adapter 20), never the perplexity
+    # of reference texts (the perplexity row, near 1 for both): the QA fine-tuning document's Fix #1.
+    fluency = {
+        BASE: fluent("m", text(math.log(50.0) * 10, 10), text(1.0, 10)),
+        ADAPTER: fluent("m", text(math.log(20.0) * 10, 10), text(1.0, 10)),
+    }
     mc = [
-        {
-            "evaluation_type": "multiple_choice",
-            "base": {"score": {"value": v}},
-            "adapter": {"score": {"value": 1.0}},
-        }
-        for v in (1.0, 0.0, 1.0, 1.0)
+        record(i, v, 1.0, evaluation_type="multiple_choice", fluency=fluency)
+        for i, v in enumerate((1.0, 0.0, 1.0, 1.0))
     ]
-    texts = [record(0, measured(math.log(50.0) * 10, 10, 30), measured(math.log(20.0) * 10, 10, 30))]
+    texts = [record(9, measured(0.1, 10, 30), measured(0.1, 10, 30))]
     out = composite_summary([*mc, *texts], {"multiple_choice": 0.5, "perplexity": 0.5})
     assert out is not None
-    assert out["base"]["metrics"] == {
+    assert out[BASE]["metrics"] == {
         "multiple_choice": 75.0,
         "perplexity": pytest.approx(perplexity_score(50.0)),
     }
-    assert out["adapter"]["value"] == pytest.approx(0.5 * 100 + 0.5 * perplexity_score(20.0))
+    assert out[ADAPTER]["value"] == pytest.approx(0.5 * 100 + 0.5 * perplexity_score(20.0))
     assert composite_summary(mc[:0], {"rouge": 1.0}) is None
+    # Perplexity rows alone give no perplexity metric: no output was generated.
+    alone = composite_summary(texts, {"multiple_choice": 0.5, "perplexity": 0.5})
+    assert alone is None
+
+
+def test_composite_below_half_the_weight_has_no_value() -> None:
+    result = composite_score({"perplexity": 84.15}, DEFAULT_COMPOSITE_WEIGHTS)
+    assert result["value"] is None and result["present_weight"] == pytest.approx(0.1)
+    assert "10% of the weight, under 50%" in result["reason"]
+    assert result["metrics"]["perplexity"] == 84.15

@@ -129,7 +129,7 @@ def test_rows_run_and_results_json_is_written(
     assert doc["base_model"] == str(tiny_model)
     assert doc["inference_config"]["decoding"]["do_sample"] is False
     assert doc["inference_config"]["prompt_template"]["kind"] == "chat_template"
-    assert doc["hardware"]["device"] == "cpu"
+    assert doc["hardware_detail"]["device"] == "cpu"
     (bench,) = doc["benchmarks"]
     assert bench["benchmark_file"] == "bench.jsonl"
     assert bench["n_examples"] == 5
@@ -142,10 +142,12 @@ def test_rows_run_and_results_json_is_written(
     )
     assert [r["id"] for r in bench["rows"]] == ["r1", "r2", "r3", "r4", "r5"]
     for r in bench["rows"]:
-        assert r["base"]["output"] and r["adapter"]["output"]
-        assert r["base"]["score"]["value"] == 0.0 and r["adapter"]["score"]["value"] == 0.0
+        assert r["models"]["base"]["output"] and r["models"]["adapter"]["output"]
+        assert (
+            r["models"]["base"]["score"]["value"] == 0.0 and r["models"]["adapter"]["score"]["value"] == 0.0
+        )
     # The random adapter changes what the model says: base outputs really come with the adapter off.
-    assert any(r["base"]["output"] != r["adapter"]["output"] for r in bench["rows"])
+    assert any(r["models"]["base"]["output"] != r["models"]["adapter"]["output"] for r in bench["rows"])
     res = bench["results"]
     assert res["adapter_score"] == 0.0 and res["base_model_score"] == 0.0
     assert res["per_difficulty"]["medium"]["n"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -14,33 +15,62 @@ import time
 import urllib.request
 import zlib
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_llmeval import formatting
+from pytest_llmeval.benchmark import Case
+from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE
+from pytest_llmeval.records import (
+    ADAPTER,
+    BASE,
+    BenchmarkInfo,
+    Domain,
+    FluencyRecord,
+    GateRecord,
+    RowRecord,
+    SideRecord,
+    gate_record,
+    row_record,
+)
 from pytest_llmeval.report import (
     SELECTION_RULE,
+    SpotCheckPick,
     html_report,
     md_block,
     md_escape,
     select_spot_check,
     spot_check_markdown,
+    summary_lines,
 )
+from pytest_llmeval.results import build_results
 
 DATA = Path(__file__).parent / "data"
 HOSTILE = "a|b `tick` **bold** <script>alert(1)</script>\nsecond line ``` fence"
+WHEN = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+ADAPTER_META: dict[str, Any] = {
+    "adapter": "adapters/demo",
+    "adapter_name": "demo",
+    "adapter_version": "1.0",
+    "base_model": "tiny-base",
+    "hardware": {"device": "cpu", "device_name": "x86_64", "cpu_count": 2, "torch": "2.13.0"},
+}
+BASE_META: dict[str, Any] = {"adapter": None, "base_model": "tiny-base"}
 
 
-def side(output: str | None, value: float, threshold: float = 1.0, **details: Any) -> dict[str, Any]:
-    """One model's side of a row: output and score, as runner.score_row records them."""
+def side(output: str | None, value: float, threshold: float = 1.0, **details: Any) -> SideRecord:
+    """One model's side of a row: output and score, as evaluator.score_row records them."""
     score = {"value": value, "threshold": threshold, "passed": value >= threshold, **details}
     return {"output": output, "score": score}
 
 
 def row(
-    nodeid: str,
+    benchmark: str,
+    row_id: str,
     base: float | None = 0.0,
     adapter: float | None = 0.0,
     *,
@@ -50,107 +80,86 @@ def row(
     with_adapter: bool = True,
     difficulty: str = "easy",
     evaluation_type: str = "exact_match",
+    evaluation_config: dict[str, Any] | None = None,
     expected: str = "right",
+    instruction: str = "",
+    input: str = "",
+    domain: Domain = "in",
     error: str | None = None,
     skipped: str | None = None,
-) -> dict[str, Any]:
-    """A results.json row; base=None makes a row whose scoring failed (error) or was skipped."""
-    record: dict[str, Any] = {
-        "nodeid": nodeid,
-        "id": nodeid.split("::")[1],
-        "line": 1,
-        "difficulty": difficulty,
-        "evaluation_type": evaluation_type,
-        "evaluation_config": {},
-        "tags": ["t"],
-        "expected_output": expected,
-        "base": None if base is None else side(base_output, base, threshold),
-        "adapter": None
-        if base is None or adapter is None or not with_adapter
-        else side(adapter_output, adapter, threshold),
-        "error": error,
+) -> RowRecord:
+    """A row record made by records.row_record; base=None makes a row whose scoring failed or was skipped."""
+    case = Case(
+        id=row_id,
+        instruction=instruction,
+        input=input,
+        expected_output=expected,
+        evaluation_type=evaluation_type,
+        difficulty=difficulty,
+        line=1,
+        evaluation_config=evaluation_config or {},
+        tags=("t",),
+    )
+    models: dict[str, SideRecord] = {}
+    if base is not None:
+        models[BASE] = side(base_output, base, threshold)
+        if adapter is not None and with_adapter:
+            models[ADAPTER] = side(adapter_output, adapter, threshold)
+    evaluated = ADAPTER if with_adapter else BASE
+    decided = models.get(evaluated)
+    info: BenchmarkInfo = {
+        "name": benchmark,
+        "sha256": "sha256:" + "0" * 64,
+        "domain": domain if with_adapter else None,
+        "n_rows": 1,
     }
-    if skipped:
-        record["skipped"] = skipped
-    primary = record["adapter"] or record["base"]
-    record["passed"] = bool(primary and primary["score"]["passed"])
-    return record
+    return row_record(
+        nodeid=f"{benchmark}::{row_id}",
+        benchmark=info,
+        case=case,
+        evaluated=evaluated,
+        models=models,
+        passed=bool(decided and decided["score"] and decided["score"]["passed"]),
+        error=error,
+        skipped=skipped,
+    )
+
+
+def gates_of(rows: Sequence[RowRecord]) -> list[GateRecord]:
+    """A failed and a warning gate for each benchmark of `rows` (the failed one's message is markup)."""
+    out = []
+    for info in {r["benchmark"]["name"]: r["benchmark"] for r in rows}.values():
+        for gate, status, message in (
+            ("size", "fail", "<b>too</b> small"),
+            ("held_out", "warn", "1 near dup"),
+        ):
+            verdict = {"gate": gate, "status": status, "passed": status != "fail", "message": message}
+            out.append(gate_record(info, {**verdict, "details": {}}))
+    return out
 
 
 def document(
-    rows: Sequence[dict[str, Any]], *, adapter: bool = True, complete: bool = True, reason: str | None = None
+    rows: Sequence[RowRecord],
+    *,
+    complete: bool = True,
+    reason: str | None = None,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A results.json document around `rows`: one benchmark entry per file, summaries computed roughly."""
-    by_bench: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_bench.setdefault(r["nodeid"].split("::")[0], []).append(r)
-    benchmarks = []
-    for name, rs in sorted(by_bench.items()):
-
-        def mean(who: str, rs: list[dict[str, Any]] = rs) -> float | None:
-            vals = [r[who]["score"]["value"] for r in rs if r.get(who)]
-            return sum(vals) / len(vals) if vals else None
-
-        base, adapter_score = mean("base"), mean("adapter")
-        benchmarks.append(
-            {
-                "benchmark_file": name,
-                "benchmark_hash": None,
-                "n_examples": len(rs),
-                "evaluation_type": "exact_match",
-                "evaluation_types": ["exact_match"],
-                "domain": None,
-                "results": {
-                    "adapter_score": adapter_score,
-                    "base_model_score": base,
-                    "improvement_absolute": None
-                    if adapter_score is None or base is None
-                    else adapter_score - base,
-                    "improvement_relative": None,
-                    "per_difficulty": {
-                        "easy": {"adapter": adapter_score, "base": base, "n": len(rs)},
-                        "medium": {"adapter": None, "base": None, "n": 0},
-                        "hard": {"adapter": None, "base": None, "n": 0},
-                    },
-                    "n_passed": sum(r["passed"] for r in rs),
-                    "n_errors": sum(bool(r["error"]) for r in rs),
-                    "n_skipped": sum(bool(r.get("skipped")) for r in rs),
-                },
-                "statistics": None,
-                "gates": {
-                    "size": {
-                        "gate": "size",
-                        "status": "fail",
-                        "passed": False,
-                        "message": "<b>too</b> small",
-                    },
-                    "held_out": {
-                        "gate": "held_out",
-                        "status": "warn",
-                        "passed": True,
-                        "message": "1 near dup",
-                    },
-                },
-                "rows": rs,
-            }
-        )
-    return {
-        "schema_version": 1,
-        "mode": "adapter_vs_base" if adapter else "base_only",
-        "adapter_name": "demo" if adapter else None,
-        "adapter_version": "1.0" if adapter else None,
-        "adapter_path": "adapters/demo" if adapter else None,
-        "base_model": "tiny-base",
-        "timestamp": "2024-05-06T07:08:09+00:00",
-        "complete": complete,
-        "incomplete_reason": reason,
-        "composite": None,
-        "benchmarks": benchmarks,
-    }
+    """The results.json document of `rows`, as results.build_results makes it, with gates_of(rows)."""
+    adapter = any(r["evaluated"] == ADAPTER for r in rows)
+    return build_results(
+        rows,
+        meta=ADAPTER_META if adapter else BASE_META,
+        gates=gates_of(rows),
+        complete=complete,
+        incomplete_reason=reason,
+        previous=previous,
+        timestamp=WHEN,
+    )
 
 
-def ids(picks: Sequence[tuple[Any, str]]) -> list[str]:
-    return [str(r["id"]) for r, _ in picks]
+def ids(picks: Sequence[SpotCheckPick]) -> list[str]:
+    return [str(p.row["id"]) for p in picks]
 
 
 def real_document() -> dict[str, Any]:
@@ -164,17 +173,17 @@ def real_document() -> dict[str, Any]:
 
 def test_selection_regressions_then_a_failure_then_improvements() -> None:
     rows = [
-        row("a.jsonl::same", 1.0, 1.0),
-        row("a.jsonl::fixed-small", 0.4, 0.6, threshold=0.5),
-        row("a.jsonl::both-fail", 0.0, 0.0),
-        row("a.jsonl::worse", 1.0, 0.6, threshold=0.5),
-        row("a.jsonl::flip", 1.0, 0.0),
-        row("b.jsonl::fixed-big", 0.0, 1.0),
-        row("b.jsonl::better", 0.1, 0.4, threshold=0.5),
+        row("a.jsonl", "same", 1.0, 1.0),
+        row("a.jsonl", "fixed-small", 0.4, 0.6, threshold=0.5),
+        row("a.jsonl", "both-fail", 0.0, 0.0),
+        row("a.jsonl", "worse", 1.0, 0.6, threshold=0.5),
+        row("a.jsonl", "flip", 1.0, 0.0),
+        row("b.jsonl", "fixed-big", 0.0, 1.0),
+        row("b.jsonl", "better", 0.1, 0.4, threshold=0.5),
     ]
     picks = select_spot_check(document(rows), 5)
     assert ids(picks) == ["flip", "worse", "both-fail", "fixed-big", "fixed-small"]
-    whys = [why for _, why in picks]
+    whys = [p.why for p in picks]
     assert whys[0].startswith("Regression: the base passed (1.00) and the adapter fails (0.00)")
     assert whys[1].startswith("Regression: the adapter scores lower")
     assert whys[2].startswith("Still wrong: both fail")
@@ -183,44 +192,55 @@ def test_selection_regressions_then_a_failure_then_improvements() -> None:
 
 def test_improvements_ordered_by_flip_then_gain_then_node_id() -> None:
     rows = [
-        row("a.jsonl::g2", 0.2, 0.4, threshold=0.9),
-        row("a.jsonl::g5", 0.1, 0.6, threshold=0.9),
-        row("a.jsonl::flip-b", 0.5, 1.0, threshold=0.9),
-        row("a.jsonl::flip-a", 0.5, 1.0, threshold=0.9),
-        row("a.jsonl::flip-big", 0.0, 1.0, threshold=0.9),
-        row("a.jsonl::still", 0.0, 0.0),
+        row("a.jsonl", "g2", 0.2, 0.4, threshold=0.9),
+        row("a.jsonl", "g5", 0.1, 0.6, threshold=0.9),
+        row("a.jsonl", "flip-b", 0.5, 1.0, threshold=0.9),
+        row("a.jsonl", "flip-a", 0.5, 1.0, threshold=0.9),
+        row("a.jsonl", "flip-big", 0.0, 1.0, threshold=0.9),
+        row("a.jsonl", "still", 0.0, 0.0),
     ]
     picks = select_spot_check(document(rows), 6)
     assert ids(picks) == ["still", "flip-big", "flip-a", "flip-b", "g5", "g2"]
 
 
 def test_regressions_take_at_most_half_and_a_failure_is_always_shown() -> None:
-    rows = [row(f"a.jsonl::reg-{i}", 1.0, 0.0) for i in range(8)]
-    rows += [row(f"a.jsonl::fix-{i}", 0.0, 1.0) for i in range(8)]
+    rows = [row("a.jsonl", f"reg-{i}", 1.0, 0.0) for i in range(8)]
+    rows += [row("a.jsonl", f"fix-{i}", 0.0, 1.0) for i in range(8)]
     picks = select_spot_check(document(rows), 5)
     assert ids(picks) == ["reg-0", "reg-1", "fix-0", "fix-1", "fix-2"]
     # A failure is among them: the regressions are rows the adapter fails.
-    assert any(not r["passed"] for r, _ in picks)
+    assert any(not p.row["passed"] for p in picks)
 
 
 def test_spread_across_benchmarks_among_equals() -> None:
-    rows = [row(f"{b}.jsonl::{b}-{i}", 0.0, 1.0) for b in ("a", "b", "c") for i in range(3)]
+    rows = [row(f"{b}.jsonl", f"{b}-{i}", 0.0, 1.0) for b in ("a", "b", "c") for i in range(3)]
     assert ids(select_spot_check(document(rows), 5)) == ["a-0", "b-0", "c-0", "a-1", "b-1"]
 
 
+def test_the_same_row_id_in_two_benchmarks_is_two_rows() -> None:
+    rows = [row("a.jsonl", "x", 1.0, 0.0), row("b.jsonl", "x", 1.0, 1.0)]
+    picks = select_spot_check(document(rows), 5)
+    assert [(p.benchmark, p.row["nodeid"], p.why.split(":")[0]) for p in picks] == [
+        ("a.jsonl", "a.jsonl::x", "Regression"),
+        ("b.jsonl", "b.jsonl::x", "Unchanged"),
+    ]
+
+
 def test_selection_is_deterministic_whatever_the_row_order() -> None:
-    rows = [row(f"a.jsonl::r{i}", float(i % 3 == 0), float(i % 2 == 0)) for i in range(30)]
-    first = ids(select_spot_check(document(rows), 5))
-    shuffled = rows[:]
-    random.Random(4).shuffle(shuffled)
-    assert ids(select_spot_check(document(shuffled), 5)) == first
+    rows = [row("a.jsonl", f"r{i}", float(i % 3 == 0), float(i % 2 == 0)) for i in range(30)]
+    doc = document(rows)
+    first = ids(select_spot_check(doc, 5))
+    # results.json sorts rows by node id; the selection must not depend on it.
+    random.Random(4).shuffle(doc["benchmarks"][0]["rows"])
+    assert [r["id"] for r in doc["benchmarks"][0]["rows"]] != sorted(r["id"] for r in rows)
+    assert ids(select_spot_check(doc, 5)) == first
 
 
 def test_more_rows_asked_than_exist_gives_each_once() -> None:
     rows = [
-        row("a.jsonl::x", 0.0, 1.0),
-        row("a.jsonl::y", 1.0, 1.0),
-        row("a.jsonl::z", None, None, error="boom"),
+        row("a.jsonl", "x", 0.0, 1.0),
+        row("a.jsonl", "y", 1.0, 1.0),
+        row("a.jsonl", "z", None, None, error="boom"),
     ]
     picks = select_spot_check(document(rows), 10)
     assert sorted(ids(picks)) == ["x", "y", "z"]
@@ -229,13 +249,13 @@ def test_more_rows_asked_than_exist_gives_each_once() -> None:
 
 def test_errors_and_skips_are_never_candidates_before_scored_rows() -> None:
     rows = [
-        row("a.jsonl::err", None, None, error="a.jsonl:1: scorer 'exact_match' raised ValueError"),
-        row("a.jsonl::skip", None, None, skipped="sandbox unavailable"),
-        row("a.jsonl::ok", 0.0, 1.0),
+        row("a.jsonl", "err", None, None, error="a.jsonl:1: scorer 'exact_match' raised ValueError"),
+        row("a.jsonl", "skip", None, None, skipped="sandbox unavailable"),
+        row("a.jsonl", "ok", 0.0, 1.0),
     ]
     picks = select_spot_check(document(rows), 2)
     assert ids(picks) == ["ok", "err"]
-    assert picks[1][1].startswith("Error: a.jsonl:1: scorer")
+    assert picks[1].why.startswith("Error: a.jsonl:1: scorer")
     md = spot_check_markdown(document(rows), n=3)
     assert "Skipped: sandbox unavailable" in md
     assert "no score" in md
@@ -243,14 +263,15 @@ def test_errors_and_skips_are_never_candidates_before_scored_rows() -> None:
 
 def test_base_only_failures_first() -> None:
     rows = [
-        row("a.jsonl::pass", 1.0, with_adapter=False),
-        row("a.jsonl::half", 0.5, with_adapter=False),
-        row("a.jsonl::zero", 0.0, with_adapter=False),
+        row("a.jsonl", "pass", 1.0, with_adapter=False),
+        row("a.jsonl", "half", 0.5, with_adapter=False),
+        row("a.jsonl", "zero", 0.0, with_adapter=False),
     ]
-    doc = document(rows, adapter=False)
+    doc = document(rows)
+    assert doc["mode"] == "base_only"
     picks = select_spot_check(doc, 5)
     assert ids(picks) == ["zero", "half", "pass"]
-    assert picks[0][1] == "The base model fails (0.00)."
+    assert picks[0].why == "The base model fails (0.00)."
     md = spot_check_markdown(doc)
     assert "(base model only)" in md
     assert "| | Base |\n|---|---|\n" in md
@@ -258,9 +279,9 @@ def test_base_only_failures_first() -> None:
 
 def test_real_run_picks_regressions_a_failure_and_improvements() -> None:
     picks = select_spot_check(real_document(), 5)
-    whys = [w.split(":")[0] for _, w in picks]
+    whys = [p.why.split(":")[0] for p in picks]
     assert whys == ["Regression", "Regression", "Still wrong", "Improvement", "Improvement"]
-    benches = {r["nodeid"].split("::")[0] for r, _ in picks}
+    benches = {p.benchmark for p in picks}
     assert benches == {
         "benchmarks/dates.jsonl",
         "benchmarks/japanese_text.jsonl",
@@ -275,8 +296,17 @@ def test_real_run_picks_regressions_a_failure_and_improvements() -> None:
 
 
 def test_markdown_header_prompt_expected_and_side_by_side() -> None:
-    r = row("benchmarks/d.jsonl::d-1", 0.0, 1.0, base_output="2024-1-5", adapter_output="2024-01-05")
-    r.update(instruction="Convert the date.", input="Jan 5th, 2024", expected_output="2024-01-05")
+    r = row(
+        "benchmarks/d.jsonl",
+        "d-1",
+        0.0,
+        1.0,
+        base_output="2024-1-5",
+        adapter_output="2024-01-05",
+        instruction="Convert the date.",
+        input="Jan 5th, 2024",
+        expected="2024-01-05",
+    )
     md = spot_check_markdown(document([r]))
     assert md.startswith("# Spot check: demo 1.0\n")
     assert "Adapter **demo**, version 1.0 (`adapters/demo`), against the base model **tiny-base**." in md
@@ -288,11 +318,10 @@ def test_markdown_header_prompt_expected_and_side_by_side() -> None:
     assert md.rstrip().endswith(md_escape(SELECTION_RULE))
 
 
-def test_markdown_prompt_from_the_row_or_not_recorded() -> None:
-    r = row("a.jsonl::x", 0.0, 1.0)
-    md = spot_check_markdown(document([{**r, "instruction": "Do it", "input": ""}]))
-    assert "```\nDo it\n```" in md
-    assert "*(not recorded)*" in spot_check_markdown(document([r]))
+def test_markdown_prompt_from_the_row_or_empty() -> None:
+    md = spot_check_markdown(document([row("a.jsonl", "x", 0.0, 1.0, instruction="Do it")]))
+    assert "**Prompt**\n\n```\nDo it\n```" in md
+    assert "**Prompt**\n\n*(empty)*" in spot_check_markdown(document([row("a.jsonl", "x", 0.0, 1.0)]))
 
 
 def _unescaped_pipes(line: str) -> int:
@@ -301,7 +330,9 @@ def _unescaped_pipes(line: str) -> int:
 
 def test_markdown_escapes_hostile_outputs_in_the_table() -> None:
     short = "a|b <script>alert(1)</script> `x` *y* [z](http://e.com)"
-    md = spot_check_markdown(document([row("a.jsonl::x", 0.0, 1.0, base_output=short, adapter_output="ok")]))
+    md = spot_check_markdown(
+        document([row("a.jsonl", "x", 0.0, 1.0, base_output=short, adapter_output="ok")])
+    )
     answer = next(line for line in md.splitlines() if line.startswith("| Answer"))
     assert _unescaped_pipes(answer) == 4  # | Answer | base | adapter |: the output's own pipe is escaped
     assert re.search(r"(?<!\\)<(?!br>)", md) is None  # the only raw tag is the <br> of a newline
@@ -311,7 +342,7 @@ def test_markdown_escapes_hostile_outputs_in_the_table() -> None:
 
 def test_markdown_puts_multiline_outputs_in_fences_longer_than_any_backtick_run() -> None:
     md = spot_check_markdown(
-        document([row("a.jsonl::x", 0.0, 1.0, base_output=HOSTILE, adapter_output="ok")])
+        document([row("a.jsonl", "x", 0.0, 1.0, base_output=HOSTILE, adapter_output="ok")])
     )
     assert "| Answer | see base answer below | see adapter answer below |" in md
     assert "**Base answer**\n\n````\n" + HOSTILE + "\n````" in md
@@ -322,8 +353,8 @@ def test_markdown_renders_to_the_intended_structure() -> None:
     markdown_it = pytest.importorskip("markdown_it")
     short = "a|b <script>alert(1)</script> `x`"
     rows = [
-        row("a.jsonl::x", 0.0, 1.0, base_output=short, adapter_output="fine"),
-        row("a.jsonl::y", 1.0, 0.0, base_output=HOSTILE, adapter_output="</td></tr></table>"),
+        row("a.jsonl", "x", 0.0, 1.0, base_output=short, adapter_output="fine"),
+        row("a.jsonl", "y", 1.0, 0.0, base_output=HOSTILE, adapter_output="</td></tr></table>"),
     ]
     rendered = (
         markdown_it.MarkdownIt("commonmark").enable("table").render(spot_check_markdown(document(rows)))
@@ -339,28 +370,42 @@ def test_markdown_renders_to_the_intended_structure() -> None:
 
 
 def test_markdown_truncates_long_outputs_with_a_marker() -> None:
-    md = spot_check_markdown(document([row("a.jsonl::x", 0.0, 1.0, base_output="x" * 5000)]))
+    md = spot_check_markdown(document([row("a.jsonl", "x", 0.0, 1.0, base_output="x" * 5000)]))
     assert "[… truncated: 3800 more characters]" in md
     assert "x" * 5000 not in md
 
 
 def test_markdown_measured_and_code_rows() -> None:
-    ppl = row("p.jsonl::p", evaluation_type="perplexity", expected="", base_output=None, adapter_output=None)
-    ppl["base"]["score"].update(
-        value=1.0, passed=True, perplexity=20.0, cross_entropy=3.0, n_tokens=9, max_perplexity=60
+    ppl = row(
+        "p.jsonl", "p", evaluation_type="perplexity", expected="", base_output=None, adapter_output=None
     )
-    ppl["adapter"]["score"].update(perplexity=70.5, cross_entropy=4.25, n_tokens=9, max_perplexity=60)
-    mc = row("m.jsonl::m", 0.0, 1.0, evaluation_type="multiple_choice", base_output=None, adapter_output=None)
-    mc["evaluation_config"] = {"choices": ["red", "blue"]}
-    mc["base"]["score"].update(predicted_index=0, predicted="red")
-    mc["adapter"]["score"].update(predicted_index=1, predicted="blue")
+    for who, ppl_value, cross_entropy, value in ((BASE, 20.0, 3.0, 1.0), (ADAPTER, 70.5, 4.25, 0.0)):
+        ppl["models"][who]["score"].update(
+            value=value, passed=bool(value), perplexity=ppl_value, cross_entropy=cross_entropy, n_tokens=9
+        )
+        ppl["models"][who]["score"].update(nll=9 * cross_entropy, n_chars=30, max_perplexity=60)
+        ppl["models"][who]["score"].update(max_length=1024, stride=512, first_token="after BOS")
+    mc = row(
+        "m.jsonl",
+        "m",
+        0.0,
+        1.0,
+        evaluation_type="multiple_choice",
+        evaluation_config={"choices": ["red", "blue"]},
+        base_output=None,
+        adapter_output=None,
+    )
+    mc["models"][BASE]["score"].update(predicted_index=0, predicted="red")
+    mc["models"][ADAPTER]["score"].update(predicted_index=1, predicted="blue")
     code = row(
-        "c.jsonl::c", 0.0, 1.0, evaluation_type="code_execution", base_output="```python\nprint(1)\n```"
+        "c.jsonl", "c", 0.0, 1.0, evaluation_type="code_execution", base_output="```python\nprint(1)\n```"
     )
-    code["base"]["score"].update(
+    code["models"][BASE]["score"].update(
         code="print(1)", passed_cases=0, counted_cases=2, verdicts={"wrong_output": 2}
     )
-    code["adapter"]["score"].update(code="print(2)", passed_cases=2, counted_cases=2, verdicts={"passed": 2})
+    code["models"][ADAPTER]["score"].update(
+        code="print(2)", passed_cases=2, counted_cases=2, verdicts={"passed": 2}
+    )
     md = spot_check_markdown(document([ppl, mc, code]))
     assert (
         "| Answer | perplexity 20.00 over 9 tokens (bound 60) | perplexity 70.50 over 9 tokens (bound 60) |"
@@ -470,8 +515,13 @@ def test_html_is_well_formed_self_contained_and_accessible() -> None:
     for gate in ("better_than_base", "no_degradation", "held_out"):
         assert gate in text
     assert "✔ PASS" in text and "! WARN" in text
-    assert "McNemar exact test p = 1.4e-14" in text
-    assert "Corpus perplexity" in text and "Weighted composite score" in text
+    assert "McNemar exact p = 1.4e-14" in text
+    assert "Corpus perplexity" in text
+    assert "benchmarks/dates.jsonl (the adapter's in-domain benchmark)" in text  # top_level
+    assert "cpu (x86_64, 2 cores), Linux-6.18.44" in text  # hardware, a string now
+    assert "1.0.0: adapter 85.0%, base 6.7%" in text  # current_version, an object now
+    # The run had no --llmeval-fluency, so nothing carries the composite's weight: no composite to show.
+    assert "Weighted composite score" not in text and "Fluency" not in text
     tables = [a for t, a in parsed.tags if t == "table" and a.get("class") == "rows"]
     assert len(tables) == 3
     assert len([a for t, a in parsed.tags if t == "tr" and a.get("data-change")]) == 14
@@ -479,9 +529,9 @@ def test_html_is_well_formed_self_contained_and_accessible() -> None:
 
 def test_html_row_table_columns_and_escaping() -> None:
     rows = [
-        row("a.jsonl::x", 0.0, 1.0, base_output=HOSTILE, adapter_output="fine", expected="<b>e</b>"),
-        row("a.jsonl::y", 1.0, 0.0, base_output="", adapter_output="</td></tr></table>"),
-        row("a.jsonl::z", None, None, error="boom <i>"),
+        row("a.jsonl", "x", 0.0, 1.0, base_output=HOSTILE, adapter_output="fine", expected="<b>e</b>"),
+        row("a.jsonl", "y", 1.0, 0.0, base_output="", adapter_output="</td></tr></table>"),
+        row("a.jsonl", "z", None, None, error="boom <i>"),
     ]
     page = html_report(document(rows))
     parsed = parse(page)
@@ -510,8 +560,8 @@ def test_html_row_table_columns_and_escaping() -> None:
 
 
 def test_html_base_only_has_no_adapter_columns_and_one_chart() -> None:
-    rows = [row("a.jsonl::x", 0.0, with_adapter=False), row("a.jsonl::y", 1.0, with_adapter=False)]
-    page = html_report(document(rows, adapter=False))
+    rows = [row("a.jsonl", "x", 0.0, with_adapter=False), row("a.jsonl", "y", 1.0, with_adapter=False)]
+    page = html_report(document(rows))
     parsed = parse(page)
     assert parsed.title == "Evaluation report: tiny-base (base model only)"
     assert [t for t, _ in parsed.tags].count("svg") == 1
@@ -526,6 +576,243 @@ def test_html_empty_and_incomplete() -> None:
     assert "Incomplete run: stopped early: -x; 0 of 12 rows finished." in "".join(parsed.text)
     assert "No benchmark rows in this run" in page
     assert [t for t, _ in parsed.tags].count("svg") == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What results.json says beyond the rows: top level, out of domain, fluency, composite
+
+
+def perplexity_row(benchmark: str, row_id: str, base: float, adapter: float, *, domain: Domain) -> RowRecord:
+    """A perplexity row: each model's per-token cross-entropy (nats) of a 9-token reference text."""
+    r = row(benchmark, row_id, 1.0, 1.0, evaluation_type="perplexity", expected="", domain=domain)
+    for who, cross_entropy in ((BASE, base), (ADAPTER, adapter)):
+        r["models"][who] = side(
+            None,
+            1.0,
+            perplexity=math.exp(cross_entropy),
+            cross_entropy=cross_entropy,
+            nll=9 * cross_entropy,
+            n_tokens=9,
+            n_chars=30,
+            max_perplexity=1000.0,
+            max_length=1024,
+            stride=512,
+            first_token="scored after BOS",
+        )
+    return r
+
+
+def fluency(scorer: str, output: float | None, reference: float) -> FluencyRecord:
+    """A side's --llmeval-fluency record: perplexity of its output and of the reference, 10 tokens each."""
+    return {
+        "scorer": scorer,
+        "output": None if output is None else {"nll": 10 * math.log(output), "n_tokens": 10, "n_chars": 40},
+        "reference": {"nll": 10 * math.log(reference), "n_tokens": 10, "n_chars": 40},
+    }
+
+
+def html_text(page: str) -> str:
+    return "".join(parse(page).text)
+
+
+def test_top_level_reason_in_every_header() -> None:
+    inside = document([row("a.jsonl", "x", 0.0, 1.0), row("b.jsonl", "y", 1.0, 1.0, domain="out")])
+    assert inside["top_level"] == {"benchmark": "a.jsonl", "reason": "the adapter's in-domain benchmark"}
+    md = spot_check_markdown(inside)
+    assert (
+        "Top level of results.json: `a.jsonl` (the adapter's in-domain benchmark): base 0.0%, adapter 100.0%."
+        in md
+    )
+    assert "<dt>top level</dt><dd>a.jsonl (the adapter&#x27;s in-domain benchmark)</dd>" in html_report(
+        inside
+    )
+    assert "top level of results.json: a.jsonl (the adapter's in-domain benchmark)" in summary_lines(inside)
+    # Without an in-domain benchmark the reason says which one stands in, and how to mark one.
+    outside = document([row("b.jsonl", "y", 1.0, 1.0, domain="out")])
+    reason = outside["top_level"]["reason"]
+    assert reason.startswith("no in-domain benchmark ran: the top level describes b.jsonl")
+    assert md_escape(reason) in spot_check_markdown(outside)
+    assert f"b.jsonl ({reason})" in html_text(html_report(outside))
+
+
+def test_out_of_domain_perplexity_figure_is_in_nats_never_points() -> None:
+    rows = [
+        perplexity_row("ja.jsonl", "j1", 3.0, 3.5, domain="out"),
+        perplexity_row("ja.jsonl", "j2", 2.0, 2.1, domain="out"),
+        row("s.jsonl", "s1", 1.0, 0.0, domain="out"),
+        row("s.jsonl", "s2", 1.0, 1.0, domain="out"),
+    ]
+    doc = document(rows)
+    assert [b["out_of_domain"]["measure"] for b in doc["benchmarks"]] == [CROSS_ENTROPY_MEASURE, "score"]
+    nats = (
+        "negative cross-entropy (higher is better): adapter -2.800 nats/token vs base -2.500 nats/token, "
+        "degradation (adapter − base) -0.300 nats/token, 2 rows"
+    )
+    points_ = "score: adapter 50.0% vs base 100.0%, degradation (adapter − base) -50.0 pt, 2 rows"
+    text = html_text(html_report(doc))
+    assert f"Out of domain: {nats}." in text
+    assert f"Out of domain: {points_}." in text
+    lines = summary_lines(doc)
+    assert f"  out of domain: {nats}" in lines and f"  out of domain: {points_}" in lines
+    # -0.300 nats/token is no -30.0 points, whatever the score of the perplexity rows did.
+    assert "-30.0" not in text and "-30.0" not in "\n".join(lines)
+
+
+def test_fluency_per_model_beside_its_own_reference() -> None:
+    rows = [
+        row("g.jsonl", "g1", 0.0, 1.0, evaluation_type="rouge", domain="in"),
+        row("g.jsonl", "g2", 0.0, 1.0, evaluation_type="rouge", domain="in", adapter_output=""),
+    ]
+    rows[0]["models"][BASE]["fluency"] = fluency("tiny-base", 20.0, 10.0)
+    rows[0]["models"][ADAPTER]["fluency"] = fluency("tiny-base+demo", 12.0, 8.0)
+    rows[1]["models"][BASE]["fluency"] = fluency("tiny-base", 20.0, 10.0)
+    rows[1]["models"][ADAPTER]["fluency"] = fluency("tiny-base+demo", None, 8.0)
+    doc = document(rows)
+    assert (
+        "  fluency, perplexity of each model's own outputs: base 20.00 (reference 10.00), "
+        "adapter 12.00 (reference 8.00) [1 empty outputs]"
+    ) in summary_lines(doc)
+    page = html_report(doc)
+    table = page.split("<h3>Fluency</h3>")[1].split("</table>")[0]
+    cells = [re.findall(r"<td>([^<]*)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table)]
+    assert ["scored by", "tiny-base", "tiny-base+demo"] in cells
+    assert ["perplexity of its own outputs", "20.00", "12.00"] in cells
+    assert ["perplexity of the references", "10.00", "8.00"] in cells
+    assert ["outputs / references", "2.000", "1.500"] in cells
+    assert ["empty outputs", "0", "1"] in cells
+
+
+def test_composite_without_a_value_shows_its_reason() -> None:
+    rows = [row("g.jsonl", "g1", 0.5, 1.0, evaluation_type="rouge", threshold=0.5)]
+    for who in (BASE, ADAPTER):
+        rows[0]["models"][who]["fluency"] = fluency("tiny", 20.0, 10.0)
+    doc = document(rows)
+    composite = doc["composite"]
+    assert composite[BASE]["value"] is None and composite[ADAPTER]["value"] is None
+    reason = composite[BASE]["reason"]
+    assert reason.startswith("the metrics measured carry 30% of the weight")
+    assert f"composite score: none for base and adapter ({reason})" in summary_lines(doc)
+    text = html_text(html_report(doc))
+    assert f"composite (0–100)none ({reason})none ({reason})" in text
+    assert "weights renormalised" not in text  # nothing was renormalised: there is no value
+
+
+def test_composite_with_a_value_shows_the_number() -> None:
+    rows = [row("m.jsonl", "m1", 0.0, 1.0, evaluation_type="multiple_choice")]
+    rows[0]["evaluation_config"] = {"choices": ["a", "b"]}
+    for who in (BASE, ADAPTER):
+        rows[0]["models"][who]["fluency"] = fluency("tiny", 300.0, 10.0)
+    doc = document(rows)
+    assert doc["composite"][ADAPTER]["value"] is not None
+    base, adapter = (doc["composite"][w]["value"] for w in (BASE, ADAPTER))
+    line = next(x for x in summary_lines(doc) if x.startswith("composite score"))
+    assert line == f"composite score: base {base:.2f}, adapter {adapter:.2f} (no rows for: bertscore, rouge)"
+    assert "No rows for: bertscore, rouge (weights renormalised)." in html_text(html_report(doc))
+
+
+def test_base_only_composite_shows_the_base_alone() -> None:
+    rows = [
+        row("m.jsonl", f"m{i}", float(i % 2), evaluation_type="multiple_choice", with_adapter=False)
+        for i in range(4)
+    ]
+    rows[0]["models"][BASE]["fluency"] = fluency("tiny", 300.0, 10.0)
+    doc = document(rows)
+    assert doc["composite"][ADAPTER]["value"] is None  # results.json has the entry, the adapter never ran
+    base = doc["composite"][BASE]["value"]
+    assert f"composite score: base {base:.2f} (no rows for: bertscore, rouge)" in summary_lines(doc)
+    table = html_report(doc).split("<caption>Weighted composite score</caption>")[1].split("</table>")[0]
+    assert re.findall(r'<th scope="col">([^<]*)</th>', table) == ["metric", "weight", "base"]
+
+
+def test_header_shows_hardware_string_and_version_objects() -> None:
+    doc = document([row("a.jsonl", "x", 0.0, 1.0)])
+    doc["previous_version"] = {"version": "0.9", "adapter_score": 0.5, "base_model_score": 0.25}
+    text = html_text(html_report(doc))
+    assert "hardwarecpu (x86_64, 2 cores), torch 2.13.0" in text
+    assert "this version1.0: adapter 100.0%, base 0.0%" in text
+    assert "previous version0.9: adapter 50.0%, base 25.0%" in text
+    assert "hardware: cpu (x86\\_64, 2 cores), torch 2.13.0" in spot_check_markdown(doc)
+
+
+def test_comparison_with_the_previous_version_in_points() -> None:
+    before = document([row("a.jsonl", f"r{i}", 0.0, float(i < 2)) for i in range(4)])
+    now = document([row("a.jsonl", f"r{i}", 0.0, 1.0) for i in range(4)], previous=before)
+    stats = now["benchmarks"][0]["comparison_with_previous"]["statistics"]
+    ci = f"{100 * stats['ci_low']:+.1f} to {100 * stats['ci_high']:+.1f} pt"
+    expected = f"Against version 1.0: +50.0 pt (95% CI {ci}), McNemar exact p = {stats['p_value']:.2g}"
+    assert expected in html_text(html_report(now))
+    assert "previous version1.0: adapter 50.0%, base 0.0%" in html_text(html_report(now))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The terminal summary
+
+
+def test_summary_lines_adapter_mode() -> None:
+    rows = [row("a.jsonl", "r1", 1.0, 1.0), row("a.jsonl", "r2", 0.0, 1.0), row("b.jsonl", "r1", None)]
+    rows[2]["error"] = "b.jsonl:1: scorer 'exact_match' raised ValueError: boom"
+    doc = document(rows)
+    header, a, _, b, _, top = summary_lines(doc)
+    assert header.split() == ["benchmark", "rows", "base", "adapter", "diff", "CI,", "p"]
+    assert a.split()[:6] == ["a.jsonl", "2", "50.0%", "100.0%", "+50.0", "pt"]
+    stats = doc["benchmarks"][0]["statistics"]
+    ci = f"{100 * stats['ci_low']:+.1f} to {100 * stats['ci_high']:+.1f} pt"
+    assert a.endswith(f"  95% CI {ci}, p=1")
+    assert b.split()[:5] == ["b.jsonl", "1", "-", "-", "-"]
+    assert b.endswith("(1 rows errored)")
+    assert top.startswith("top level of results.json: a.jsonl")
+
+
+def test_summary_lines_base_only_and_quiet() -> None:
+    doc = document([row("a.jsonl", "r1", 0.25, with_adapter=False)])
+    header, a = summary_lines(doc, verbose=False)
+    assert header.split() == ["benchmark", "rows", "base"]
+    assert a.split() == ["a.jsonl", "1", "25.0%"]
+
+
+def test_summary_lines_incomplete_and_empty() -> None:
+    doc = document([row("a.jsonl", "r1", 1.0, 0.0)], complete=False, reason="worker gw1 crashed")
+    assert summary_lines(doc)[-1] == "INCOMPLETE: worker gw1 crashed"
+    assert summary_lines(doc)[1].split()[4:6] == ["-100.0", "pt"]
+    assert summary_lines(document([]), verbose=False) == [
+        "benchmark                                 rows    base"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# formatting.py: each number reads one way everywhere
+
+
+@pytest.mark.parametrize(
+    ("p", "alpha", "shown"),
+    [
+        (0.0496, 0.05, "0.0496"),  # "0.05" would read as not below alpha
+        (0.0504, 0.05, "0.05"),
+        (0.04999, 0.05, "0.04999"),
+        (1.4210854715202004e-14, 0.05, "1.4e-14"),
+        (1.0, 0.05, "1"),
+        (0.123, None, "0.12"),
+        (None, 0.05, "–"),
+    ],
+)
+def test_p_values_never_cross_alpha_by_rounding(p: float | None, alpha: float | None, shown: str) -> None:
+    assert formatting.p_value(p, alpha) == shown
+
+
+def test_shares_points_levels_and_test_names() -> None:
+    assert formatting.percent(0.85) == "85.0%" and formatting.percent(None) == "–"
+    assert formatting.percent(None, missing="-") == "-"
+    assert formatting.points(-0.0667) == "-6.7 pt" and formatting.points(None) == "–"
+    assert formatting.level(0.95) == "95%" and formatting.level(0.995) == "99.5%"
+    assert formatting.name_of_test("mcnemar_exact") == "McNemar exact"
+    assert formatting.name_of_test("paired_t") == "paired t-test"
+    assert formatting.name_of_test("wilcoxon") == "wilcoxon"
+    nats = formatting.CROSS_ENTROPY_MEASURE
+    assert formatting.measure_difference(-0.047, nats) == "-0.047 nats/token"
+    assert formatting.measure_interval(-0.054, -0.04, nats) == "-0.054 to -0.040 nats/token"
+    assert formatting.measure_interval(0.683, 0.883, "score") == "+68.3 to +88.3 pt"
+    assert formatting.composite_value({"value": None, "reason": "why"}) == "none (why)"
+    assert formatting.composite_value({"value": 12.345, "reason": None}) == "12.35"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -609,7 +896,7 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     doc["incomplete_reason"] = "stopped early: KeyboardInterrupt; 14 of 180 rows finished"
     # Model outputs that would run script if they were not escaped: any of them would log to the console.
     hostile = doc["benchmarks"][0]["rows"][0]
-    hostile["base"]["output"] = (
+    hostile["models"][BASE]["output"] = (
         "<script>console.error('injected')</script><img src=x onerror=console.error(1)>"
     )
     page = tmp_path / "report.html"
@@ -702,7 +989,7 @@ def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
         ]
         web.call("POST", f"/session/{web.session}/url", {"url": page.as_uri()})
         ids_of = "return Array.from(document.querySelectorAll('table.rows')[0].tBodies[0].rows)" + (
-            ".filter(r => !r.hidden).map(r => r.cells[0].textContent.trim())"
+            ".filter(r => !r.hidden).map(r => r.cells[0].querySelector('summary').textContent.trim())"
         )
         assert web.run(ids_of) == [
             "dates-001",

@@ -16,6 +16,7 @@ from statsmodels.stats.power import NormalIndPower, TTestPower
 
 from pytest_llmeval.stats import (
     PairedComparison,
+    cohens_d_pooled,
     cohens_dz,
     compare_paired,
     mcnemar_exact,
@@ -180,6 +181,62 @@ def test_paired_t_test_and_cohens_dz_hand_values() -> None:
     assert cohens_dz(d) == pytest.approx(2.0)
 
 
+def test_cohens_d_pooled_hand_values() -> None:
+    # adapter: mean 0.4, sd 0.2; base: mean 0.2, sd 0.1. d = 0.2 / sqrt((0.04 + 0.01) / 2) = sqrt(1.6).
+    assert cohens_d_pooled([0.2, 0.4, 0.6], [0.1, 0.2, 0.3]) == pytest.approx(math.sqrt(1.6), rel=1e-12)
+    assert cohens_d_pooled([0.1, 0.2, 0.3], [0.2, 0.4, 0.6]) == pytest.approx(-math.sqrt(1.6), rel=1e-12)
+    # The same sd on both sides: d is the difference in sd units. Rows 1, 2, 3, 4 have sd sqrt(5/3).
+    assert cohens_d_pooled([2, 3, 4, 5], [1, 2, 3, 4]) == pytest.approx(1 / math.sqrt(5 / 3), rel=1e-12)
+
+
+@pytest.mark.parametrize(("n", "seed"), [(2, 1), (5, 2), (40, 3), (300, 4)])
+def test_cohens_d_pooled_matches_numpy_and_the_textbook_formula(n: int, seed: int) -> None:
+    a, b = (np.array(side) for side in _continuous(n, seed))
+    d = cohens_d_pooled(a, b)
+    assert d == pytest.approx((a.mean() - b.mean()) / np.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2), rel=1e-10)
+    # Two groups of n: pooled variance ((n-1) s_a^2 + (n-1) s_b^2) / (n + n - 2).
+    pooled = math.sqrt(((n - 1) * a.var(ddof=1) + (n - 1) * b.var(ddof=1)) / (2 * n - 2))
+    assert d == pytest.approx((a.mean() - b.mean()) / pooled, rel=1e-10)
+    # The adaptation document's own code: np.var's default ddof=0.
+    document = (np.mean(a) - np.mean(b)) / np.sqrt((np.var(a) + np.var(b)) / 2)
+    assert d == pytest.approx(document * math.sqrt((n - 1) / n), rel=1e-10)
+    assert compare_paired(a, b).effect_size_pooled == d
+
+
+def test_cohens_d_pooled_limits() -> None:
+    assert cohens_d_pooled([0.5], [0.2]) is None  # no sd from one row
+    assert cohens_d_pooled([0.5, 0.5], [0.5, 0.5]) == 0.0
+    assert cohens_d_pooled([0.75, 0.75], [0.25, 0.25]) == math.inf
+    assert cohens_d_pooled([0.25, 0.25], [0.75, 0.75]) == -math.inf
+    assert cohens_d_pooled([0.5, 0.3, 0.9], [0.4, 0.4, 0.4]) == pytest.approx(
+        (0.5 + 0.3 + 0.9 - 1.2) / 3 / math.sqrt(np.var([0.5, 0.3, 0.9], ddof=1) / 2)
+    )  # one side constant: the other's sd alone, halved in variance
+    result = compare_paired([0.75, 0.75, 0.75], [0.25, 0.25, 0.25])
+    assert result.effect_size_pooled == math.inf
+    assert result.to_json()["effect_size_pooled"] is None
+    assert result.significance_report()["effect_size_pooled_d"] is None
+    with pytest.raises(ValueError, match="same rows: got 2 and 1 values"):
+        cohens_d_pooled([0.5, 0.4], [0.5])
+    with pytest.raises(ValueError, match=r"base values\[0\] is nan"):
+        cohens_d_pooled([0.5], [math.nan])
+
+
+def test_significance_report_names_its_methods() -> None:
+    binary = compare_paired(ADAPTER_60, BASE_60).significance_report()
+    assert binary["method"].startswith("p_value: exact McNemar test on the discordant rows; t_statistic: ")
+    continuous = compare_paired(*_continuous(40, 9)).significance_report()
+    assert continuous["method"].startswith("p_value: paired t-test on the differences; ")
+    constant = compare_paired([0.5, 0.75, 1.0], [0.25, 0.5, 0.75]).significance_report()
+    assert constant["method"].startswith("p_value: exact sign test")
+    assert compare_paired([0.5], [0.2]).significance_report()["method"].startswith("p_value: 1, no test")
+    for report in (binary, continuous):
+        assert "effect_size: Cohen's d_z" in report["method"]
+        assert "effect_size_pooled_d: Cohen's d = (mean_adapter - mean_base) / sqrt(" in report["method"]
+        assert "confidence_interval: 95% percentile bootstrap" in report["method"]
+    ninety = compare_paired(ADAPTER_60, BASE_60, confidence=0.9).significance_report()
+    assert "confidence_interval: 90% percentile" in ninety["method"]
+
+
 def test_constant_nonzero_differences() -> None:
     # Every row gains exactly 0.25: t is infinite; p falls back to the exact sign test, as McNemar would.
     adapter = [0.5, 0.75, 1.0, 0.25, 0.5]
@@ -228,9 +285,19 @@ def test_to_json_and_significance_report() -> None:
     assert as_json["p_value"] == result.p_value
     assert set(as_json) == set(PairedComparison.__dataclass_fields__)
     report = result.significance_report()
-    assert list(report) == ["t_statistic", "p_value", "effect_size", "confidence_interval", "significant"]
+    assert list(report) == [
+        "t_statistic",
+        "p_value",
+        "effect_size",
+        "effect_size_pooled_d",
+        "confidence_interval",
+        "significant",
+        "method",
+    ]
     assert report["confidence_interval"] == [result.ci_low, result.ci_high]
     assert report["t_statistic"] == result.statistic
+    assert report["effect_size"] == result.effect_size
+    assert report["effect_size_pooled_d"] == result.effect_size_pooled
     binary = compare_paired(ADAPTER_60, BASE_60).to_json()
     assert binary["discordant"] == [0, 8]
 
@@ -238,13 +305,13 @@ def test_to_json_and_significance_report() -> None:
 def test_describe_continuous() -> None:
     text = compare_paired(*_continuous(40, 5, shift=0.1)).describe()
     assert text.startswith("n=40, adapter ")
-    assert "paired t p=" in text and "Wilcoxon p=" in text
+    assert "paired t-test p=" in text and "Wilcoxon p=" in text
 
 
 def test_describe_keeps_p_on_the_right_side_of_alpha() -> None:
     # Two significant digits would round p = 0.0496 up to the threshold; the text must not.
     result = compare_paired(*_continuous(30, 2), alpha=0.05)
-    shown = result.describe().split("paired t p=")[1].split(",")[0]
+    shown = result.describe().split("paired t-test p=")[1].split(",")[0]
     assert (float(shown) < 0.05) == result.significant
 
 
@@ -327,6 +394,33 @@ def test_bootstrap_of_a_large_benchmark_is_chunked_and_close_to_normal_theory() 
     se = d.std(ddof=1) / math.sqrt(d.size)
     assert low == pytest.approx(d.mean() - 1.96 * se, abs=0.15 * se)
     assert high == pytest.approx(d.mean() + 1.96 * se, abs=0.15 * se)
+
+
+def test_bootstrap_is_scipys_paired_bootstrap_of_the_rows() -> None:
+    # paired=True on (adapter, base) draws the same row indices; the one-sample bootstrap of the differences
+    # gives the same interval without gathering both sides.
+    a, b = (np.array(side) for side in _continuous(40, 14))
+    expected = sps.bootstrap(
+        (a, b),
+        lambda x, y, axis: (x - y).mean(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=3000,
+        confidence_level=0.9,
+        method="percentile",
+        rng=np.random.default_rng(8),
+    ).confidence_interval
+    low, high = paired_bootstrap_ci((a - b).tolist(), confidence=0.9, n_boot=3000, seed=8)
+    assert (low, high) == pytest.approx((expected.low, expected.high), abs=1e-15)
+
+
+@given(st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=60), st.integers(0, 2**32 - 1))
+def test_bootstrap_interval_lies_between_the_extreme_differences(d: list[float], seed: int) -> None:
+    low, high = paired_bootstrap_ci(d, confidence=0.95, n_boot=FAST_BOOT, seed=seed)
+    assert min(d) - 1e-12 <= low <= high <= max(d) + 1e-12
+    assert paired_bootstrap_ci(d, confidence=0.95, n_boot=FAST_BOOT, seed=seed) == (low, high)
+    if len(set(d)) == 1:  # every resample has the same mean: the interval is that point
+        assert low == high == np.mean(d)
 
 
 def test_wider_confidence_gives_a_wider_interval() -> None:
@@ -445,10 +539,10 @@ SCORE_PAIRS = st.one_of(
 )
 
 
-def _compare(pairs: Sequence[tuple[float, float]], **kwargs: int) -> PairedComparison:
+def _compare(pairs: Sequence[tuple[float, float]], *, seed: int = 0) -> PairedComparison:
     adapter = [a for a, _ in pairs]
     base = [b for _, b in pairs]
-    return compare_paired(adapter, base, n_boot=FAST_BOOT, **kwargs)
+    return compare_paired(adapter, base, n_boot=FAST_BOOT, seed=seed)
 
 
 @given(SCORE_PAIRS)
@@ -465,10 +559,14 @@ def test_swapping_adapter_and_base_mirrors_everything(pairs: list[tuple[float, f
     forward = _compare(pairs)
     backward = _compare([(b, a) for a, b in pairs])
     assert backward.difference == -forward.difference
-    assert (backward.ci_low, backward.ci_high) == (-forward.ci_high, -forward.ci_low)
+    # The same resamples, negated; scipy reads each end from its own tail, so they agree to rounding.
+    mirrored = (-forward.ci_high, -forward.ci_low)
+    assert (backward.ci_low, backward.ci_high) == pytest.approx(mirrored, abs=1e-12)
     assert backward.p_value == forward.p_value
     assert backward.wilcoxon_p == forward.wilcoxon_p
     assert backward.effect_size == (None if forward.effect_size is None else -forward.effect_size)
+    pooled = forward.effect_size_pooled
+    assert backward.effect_size_pooled == (None if pooled is None else -pooled)
     assert (backward.min_detectable_difference, backward.n_for_10_points) == (
         forward.min_detectable_difference,
         forward.n_for_10_points,
@@ -524,3 +622,30 @@ def test_more_rows_with_the_same_effect_detect_smaller_differences(
     before, after = small.min_detectable_difference, large.min_detectable_difference
     assume(before is not None)
     assert after is not None and before is not None and after < before
+
+
+@given(st.lists(st.tuples(GRID, GRID), min_size=1, max_size=40), st.integers(-64, 64))
+def test_cohens_d_pooled_ignores_a_shared_shift_and_flips_with_the_sides(
+    pairs: list[tuple[float, float]], k: int
+) -> None:
+    adapter = [a for a, _ in pairs]
+    base = [b for _, b in pairs]
+    d = cohens_d_pooled(adapter, base)
+    # k/64 keeps every shifted score exact, so the shifted d is the same float.
+    assert cohens_d_pooled([a + k / 64 for a in adapter], [b + k / 64 for b in base]) == d
+    assert cohens_d_pooled(base, adapter) == (None if d is None else -d)
+    assert compare_paired(adapter, base, n_boot=FAST_BOOT).effect_size_pooled == d
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), min_size=2, max_size=40),
+    st.floats(-10.0, 10.0),
+)
+def test_cohens_d_pooled_ignores_any_shared_shift(pairs: list[tuple[float, float]], shift: float) -> None:
+    adapter = np.array([a for a, _ in pairs])
+    base = np.array([b for _, b in pairs])
+    assume(adapter.std(ddof=1) + base.std(ddof=1) > 0.01)  # well away from a constant side
+    d = cohens_d_pooled(adapter, base)
+    assert d is not None
+    assert cohens_d_pooled(adapter + shift, base + shift) == pytest.approx(d, rel=1e-9, abs=1e-9)
+    assert cohens_d_pooled(base, adapter) == -d

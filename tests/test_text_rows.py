@@ -96,20 +96,25 @@ def test_text_scorers_give_the_reference_libraries_numbers(
     for i, (prediction, reference) in enumerate(PAIRS):
         if i < 3:  # rouge-score itself drops Japanese; ours splits it per character (tests/test_rouge.py)
             expected = scorer.score(reference, prediction)["rougeL"].fmeasure
-            assert by_id[f"rouge{i}"]["base"]["score"]["value"] == pytest.approx(expected, abs=1e-12)
-        assert by_id[f"bleu{i}"]["base"]["score"]["value"] == pytest.approx(
+            assert by_id[f"rouge{i}"]["models"]["base"]["score"]["value"] == pytest.approx(
+                expected, abs=1e-12
+            )
+        assert by_id[f"bleu{i}"]["models"]["base"]["score"]["value"] == pytest.approx(
             min(1.0, sacrebleu.sentence_bleu(prediction, [reference]).score / 100), abs=1e-12
         )
-        assert by_id[f"chrf{i}"]["base"]["score"]["value"] == pytest.approx(
+        assert by_id[f"chrf{i}"]["models"]["base"]["score"]["value"] == pytest.approx(
             min(1.0, sacrebleu.sentence_chrf(prediction, [reference]).score / 100), abs=1e-12
         )
-    assert by_id["rouge3"]["base"]["score"]["value"] > 0
-    assert by_id["fuzzy2"]["base"]["score"]["value"] == 1.0
-    assert by_id["semantic2"]["base"]["score"]["value"] == pytest.approx(1.0)
-    assert by_id["bertscore2"]["base"]["score"]["value"] == pytest.approx(1.0)
+    assert by_id["rouge3"]["models"]["base"]["score"]["value"] > 0
+    assert by_id["fuzzy2"]["models"]["base"]["score"]["value"] == 1.0
+    assert by_id["semantic2"]["models"]["base"]["score"]["value"] == pytest.approx(1.0)
+    assert by_id["bertscore2"]["models"]["base"]["score"]["value"] == pytest.approx(1.0)
     # A paraphrase is closer in meaning than in surface form.
-    assert by_id["semantic0"]["base"]["score"]["value"] > by_id["bleu0"]["base"]["score"]["value"]
-    assert by_id["custom2"]["base"]["score"]["value"] == 1.0
+    assert (
+        by_id["semantic0"]["models"]["base"]["score"]["value"]
+        > by_id["bleu0"]["models"]["base"]["score"]["value"]
+    )
+    assert by_id["custom2"]["models"]["base"]["score"]["value"] == 1.0
     # Corpus BLEU pools n-grams over the rows: sacrebleu's corpus_bleu, not the mean of sentences.
     corpus = bench["corpus"]["bleu"]["base"]
     predictions, references = zip(*PAIRS, strict=True)
@@ -174,6 +179,9 @@ def test_real_model_text_rows(tmp_path: Path) -> None:
     for record in bench["rows"]:
         assert record["error"] is None, record["error"]
         # The adapter was trained on exactly this task: it answers 2021-03-05, which every metric rewards.
-        assert record["adapter"]["output"] == "2021-03-05"
-        assert record["adapter"]["score"]["value"] == 1.0, (record["id"], record["adapter"]["score"])
+        assert record["models"]["adapter"]["output"] == "2021-03-05"
+        assert record["models"]["adapter"]["score"]["value"] == 1.0, (
+            record["id"],
+            record["models"]["adapter"]["score"],
+        )
     assert bench["corpus"]["bleu"]["adapter"]["corpus"] == pytest.approx(1.0)

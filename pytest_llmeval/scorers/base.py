@@ -25,18 +25,18 @@ class Score:
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """What the collector and the runner need to know of one evaluation type.
+    """What the collector and the evaluator need to know of one evaluation type.
 
     A text scorer (`score`) scores a generated output against the expected one and never sees the model.
-    A measured type (`measure` names what the runner computes, `score_measurement` turns it into a Score)
-    generates nothing: the runner measures the row with the model itself, adapter off and on, in batches.
+    A measured type (`measure` names what the evaluator computes, `score_measurement` turns it into a Score)
+    generates nothing: the evaluator measures the row with the model itself, adapter off and on, in batches.
     """
 
     # Raises ValueError with a one-line reason when evaluation_config is invalid (checked at collection).
     validate: Callable[[Mapping[str, Any]], None]
     # (prediction, expected, evaluation_config, **resources) -> Score
     score: Callable[..., Score] | None = None
-    # What the runner must hand `score` as keyword arguments: "sandbox" (the sandbox.Sandbox that runs
+    # What the evaluator must hand `score` as keyword arguments: "sandbox" (the sandbox.Sandbox that runs
     # model-written code, one per process), "embedder" (embeddings.Embedder, the sentence-embedding model,
     # one per process), "function" (a custom row's function, from its script).
     uses: frozenset[str] = frozenset()

@@ -1,6 +1,6 @@
 """bleu and chrf: sacrebleu's sentence BLEU and chrF per row, and the corpus value per benchmark.
 
-Pure: no pytest, no torch. The collector calls `validate_bleu` / `validate_chrf` once per row; the runner
+Pure: no pytest, no torch. The collector calls `validate_bleu` / `validate_chrf` once per row; the evaluator
 calls `score_bleu` / `score_chrf`; the results code calls `corpus_score` once per benchmark.
 
 Every number we report is sacrebleu's own divided by 100 (0-1, like every other score here), clamped to

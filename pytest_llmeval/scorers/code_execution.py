@@ -1,7 +1,7 @@
 """code_execution: extract the program from the model output, run it on each test case in the sandbox.
 
 Pure but for the sandbox it is handed: no pytest, no torch. The collector calls `validate_config` once per
-row; the runner calls `score` with the `Sandbox` it built once per process from `sandbox.detect(option)`.
+row; the evaluator calls `score` with the `Sandbox` it built once per process from `sandbox.detect(option)`.
 
 Each test case runs in a fresh process with the case's input on stdin; its stdout, with \\r\\n made \\n and
 trailing whitespace stripped, must equal expected_output stripped the same way. The row's score is the

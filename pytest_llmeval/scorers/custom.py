@@ -6,7 +6,7 @@ function in it: `{"script": "eval/custom_eval.py", "function": "evaluate"}`. The
 
 The collector calls `validate_config` (keys and types) and then `load_for_config` (or `load_function`)
 once per row: an import error fails the file's collection, and the import is cached per path and mtime,
-so 60 rows import the script once. The runner calls `score` with the loaded function; a function that
+so 60 rows import the script once. The evaluator calls `score` with the loaded function; a function that
 raises or returns anything but a number in [0, 1] makes `score` raise ValueError for that row alone.
 The script runs in this process, unsandboxed: it is part of the benchmark, trusted like a conftest.py.
 """

@@ -1,6 +1,6 @@
 """exact_match: optionally extract an answer with a regex, normalise both sides, compare for equality.
 
-Pure: no pytest, no torch. The collector calls `validate_config` once per row; the runner calls `score`.
+Pure: no pytest, no torch. The collector calls `validate_config` once per row; the evaluator calls `score`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """fuzzy: normalised Levenshtein similarity of the output and the expected text, on characters.
 
-Pure: no pytest, no torch. The collector calls `validate_config` once per row; the runner calls `score`.
+Pure: no pytest, no torch. The collector calls `validate_config` once per row; the evaluator calls `score`.
 
 similarity = 1 - levenshtein(a, b) / max(len(a), len(b)), and 1.0 for two empty strings; lengths and edits
 count Unicode code points after normalisation (NFC, so a decomposed "é" is one character, as it looks).

@@ -1,6 +1,6 @@
 """evaluation_type `llm_judge` (LocoLLM standard): a judge model grades the output against a rubric.
 
-The runner generates the row's output, then asks the judge (the base model with the adapter off, or
+The evaluator generates the row's output, then asks the judge (the base model with the adapter off, or
 --llmeval-judge-model) `runs` times with sampling, run r with seed `seed + r`: three greedy runs would be
 identical, so they would measure nothing about the judge's consistency. Each run's score is extracted with
 `extract_score_pattern`; the row's score is the mean over the parseable runs divided by `max_score`, with

@@ -1,6 +1,6 @@
 """evaluation_type `multiple_choice`: the choice the model finds most likely must be the expected one.
 
-Nothing is generated. The runner scores every choice's tokens after the row's prompt (the chat template
+Nothing is generated. The evaluator scores every choice's tokens after the row's prompt (the chat template
 with the instruction and input, as for generation) with the model itself, adapter off and on, all choices
 of a chunk in shared forward passes (perplexity.continuation_nll), and hands the log-likelihoods here.
 

@@ -1,6 +1,6 @@
 """evaluation_type `perplexity`: the row's text must score at or below a perplexity bound.
 
-Nothing is generated: the runner measures the text with the model (adapter off and on) through
+Nothing is generated: the evaluator measures the text with the model (adapter off and on) through
 pytest_llmeval.perplexity and hands the numbers here. A row's Score.value is 1.0 when the perplexity is at
 or below `threshold`, else 0.0, so a benchmark's score is the fraction of its texts within the bound; the
 token-weighted corpus perplexity and the paired comparison of per-text cross-entropy are in results.json

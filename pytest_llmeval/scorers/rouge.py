@@ -1,6 +1,6 @@
 """rouge: rouge-score's ROUGE F1 (ROUGE-L by default) of the output against the expected text.
 
-Pure: no pytest, no torch. The collector calls `validate_config` once per row; the runner calls `score`.
+Pure: no pytest, no torch. The collector calls `validate_config` once per row; the evaluator calls `score`.
 
 rouge-score's default tokenizer lower-cases and keeps only runs of a-z and 0-9, so Japanese, Chinese or
 Korean text has no tokens at all and scores 0. When either text holds a CJK character (kana, kanji, hangul)

@@ -1,7 +1,7 @@
 """semantic and bertscore: similarity of the output to the expected answer under all-MiniLM-L6-v2.
 
 Pure but for the embedder they are handed (pytest_llmeval.embeddings.Embedder, built once per process by
-the runner, which also warms its cache with a whole chunk's texts): no pytest, no torch, no numpy import.
+the evaluator, which also warms its cache with a whole chunk's texts): no pytest, no torch, no numpy import.
 
 - semantic: cosine similarity of the two mean-pooled, normalised sentence embeddings. Score.value is the
   cosine clamped to [0, 1]: a negative cosine (the texts point away from each other, which for this model

@@ -1,6 +1,10 @@
-"""State of one evaluation process: the lazily loaded model, chunked generation, per-row scoring.
+"""The evaluator: what one pytest process does to evaluate rows. It plans generation chunks, holds the
+models and scorer resources, generates and measures, scores a row into a RowRecord, and gathers a gate's
+rows for the pure verdicts of gates.py.
 
-No pytest here (plugin.py and items.py hold the glue) and no torch at import time.
+One per process (a worker under xdist, the only process serially), kept in config.stash. The controller's
+side of a run is recorder.py; rows travel between them on test reports and, for gates, through
+rowstore.py. No pytest here (plugin.py and items.py hold the glue) and no torch at import time.
 
 Generation unit: a *chunk*, up to `batch_size` consecutive rows of one benchmark file in collection order
 (after -k/-m deselection). When a row runs and its output is missing, its whole chunk is generated in one
@@ -12,13 +16,11 @@ so a row is generated in the same batch with or without -n, and results.json is 
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import platform
 import sys
-import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,15 +30,20 @@ from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictio
 from pytest_llmeval.cache import CacheStats, FileIndex, GenerationCache, ModelIdentity, identify
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
-from pytest_llmeval.results import compare_with_previous, comparison_values
+from pytest_llmeval.records import (
+    ADAPTER,
+    BASE,
+    BenchmarkInfo,
+    FluencyRecord,
+    RowRecord,
+    SideRecord,
+    row_record,
+)
+from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison
+from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS, Score
 
-BENCHMARK_SUFFIX = ".jsonl"
 GATE_PREFIX = "gate::"
-# How often a gate under xdist looks for rows other workers are still scoring, and for how long at most
-# without any new row arriving before it gives up (a worker that crashed never reports its rows).
-SPOOL_POLL_SECONDS = 0.2
-SPOOL_STALL_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,9 @@ class RunOptions:
     batch_size: int = 32
     max_new_tokens: int = 512
     gate_options: GateOptions = GateOptions()
-    # --llmeval-fluency: perplexity of generated and reference texts under a scoring model, which is the
-    # base with the adapter off unless --llmeval-ppl-model names another (then fluency is on too).
+    # --llmeval-fluency: perplexity of each model's generated outputs (and of the references) under that
+    # same model, as the QA fine-tuning document asks; --llmeval-ppl-model names one external scorer
+    # for every side instead (and turns fluency on).
     fluency: bool = False
     ppl_model: str | None = None
     judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
@@ -74,10 +82,10 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class RowRef:
-    """One collected benchmark row."""
+    """One collected benchmark row, with what collection knew of its file."""
 
     nodeid: str
-    benchmark: str  # the file part of the node id, as results.json names the benchmark
+    benchmark: BenchmarkInfo
     case: Case
 
 
@@ -89,8 +97,8 @@ class RowOutputs:
     adapter: str | None  # None when no adapter is evaluated, and for a measured row
     base_measure: dict[str, Any] | None = None
     adapter_measure: dict[str, Any] | None = None
-    # --llmeval-fluency: {"reference"|"base"|"adapter": {nll, n_tokens, n_chars} or None for an empty text}
-    fluency: dict[str, dict[str, Any] | None] | None = None
+    # --llmeval-fluency: per model name, its output's and the reference's perplexity
+    fluency: dict[str, FluencyRecord] | None = None
 
 
 class RowError(Exception):
@@ -103,29 +111,37 @@ class RowSkipped(Exception):
 
 @dataclass(frozen=True)
 class RowResult:
-    """A scored row: its results.json record, and what decides pass or fail."""
+    """A scored row: its record, and what decides pass or fail."""
 
-    record: dict[str, Any]
+    record: RowRecord
     score: Score | None  # the evaluated model's score (adapter when given, else base); None on error
     error: str | None = None
     skipped: str | None = None  # why the row cannot be evaluated in this run
 
 
-def is_row_nodeid(nodeid: str) -> bool:
-    """`file.jsonl::id`: a benchmark row (gates and hand-written tests have other shapes).
+def row_predicate(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """Is a node id a benchmark row? `file::id` where the file's name matches a `llmeval_files` pattern.
 
-    `::id` too: pytest leaves the file part of the node id empty for files outside the rootdir.
+    The rule pytest_collect_file collects by, applied where only node ids are known (the xdist scheduler
+    on the controller). `::id` too: pytest leaves the file part empty for files outside the rootdir.
     """
-    parts = nodeid.split("::")
-    return len(parts) == 2 and (parts[0].endswith(BENCHMARK_SUFFIX) or parts[0] == "")
+
+    def is_row(nodeid: str) -> bool:
+        parts = nodeid.split("::")
+        if len(parts) != 2:
+            return False
+        name = parts[0].rsplit("/", 1)[-1]
+        return name == "" or any(fnmatch.fnmatch(name, p) for p in patterns)
+
+    return is_row
 
 
-def chunk_keys(nodeids: Sequence[str], size: int) -> dict[str, str]:
+def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool]) -> dict[str, str]:
     """Map every node id to its generation chunk: `file::chunk-N` for rows, the node id itself otherwise."""
     keys: dict[str, str] = {}
     seen: dict[str, int] = {}
     for nodeid in nodeids:
-        if is_row_nodeid(nodeid):
+        if is_row(nodeid):
             file = nodeid.split("::", 1)[0]
             position = seen.get(file, 0)
             seen[file] = position + 1
@@ -135,38 +151,38 @@ def chunk_keys(nodeids: Sequence[str], size: int) -> dict[str, str]:
     return keys
 
 
+def _predicts(prediction: Prediction, benchmark: str, row_id: str) -> bool:
+    """A saved prediction is for a row: same id, and its optional `benchmark` is a suffix of the file's."""
+    return prediction.id == row_id and (
+        prediction.benchmark is None or benchmark.endswith(prediction.benchmark)
+    )
+
+
 @dataclass
-class EvalRun:
-    """Everything one pytest process knows about the evaluation; kept in config.stash."""
+class Evaluator:
+    """Everything one pytest process needs to evaluate rows and gates; kept in config.stash."""
 
     options: RunOptions
-    rows: dict[str, RowRef] = field(default_factory=dict)
-    outputs: dict[str, RowOutputs] = field(default_factory=dict)
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # controller: node id -> record
-    gate_records: dict[str, dict[str, Any]] = field(default_factory=dict)  # controller: node id -> verdict
-    local_records: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows scored in this process
-    benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
+    store: RowStore = field(default_factory=RowStore)
     previous: dict[str, Any] | None = None  # results.json of a previous run, for no_regression
-    spool: Path | None = None  # xdist: folder where every worker appends its rows, for gates elsewhere
-    worker_id: str | None = None
-    worker_meta: dict[str, Any] | None = None  # controller under xdist: what a worker reported
-    expected_rows: int | None = None  # rows collected (xdist controller learns it from a worker)
+    rows: dict[str, RowRef] = field(default_factory=dict)  # node id -> row, in collection order
+    benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
+    outputs: dict[str, RowOutputs] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
+    cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
     _loaded: LoadedModel | None = None
+    _load_error: ModelError | None = None
     _other_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-ppl/judge-model
     _embedder: Any = None  # embeddings.Embedder, loaded on the first semantic or bertscore row
     _embedder_error: str | None = None
     _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
     _sandbox_unavailable: str | None = None
-    notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
-    _load_error: ModelError | None = None
-    cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
     _cache_identity: ModelIdentity | None = None
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
-    worker_cache: dict[str, Any] | None = None  # xdist controller: the workers' cache counts, summed
 
     @property
     def has_adapter(self) -> bool:
@@ -174,6 +190,11 @@ class EvalRun:
             # With saved predictions, `prediction` plays the adapter when `base_prediction` plays the base.
             return any(p.base_prediction is not None for p in self.predictions())
         return self.options.spec.adapter is not None
+
+    @property
+    def evaluated(self) -> str:
+        """The model whose score decides a row: the adapter when there is one, else the base."""
+        return ADAPTER if self.has_adapter else BASE
 
     def predictions(self) -> list[Prediction]:
         """The parsed --llmeval-predictions file (read once)."""
@@ -184,20 +205,16 @@ class EvalRun:
 
     def _saved_output(self, nodeid: str) -> RowOutputs:
         ref = self.rows[nodeid]
-        matches = [
-            p
-            for p in self.predictions()
-            if p.id == ref.case.id and (p.benchmark is None or ref.benchmark.endswith(p.benchmark))
-        ]
+        name = ref.benchmark["name"]
+        matches = [p for p in self.predictions() if _predicts(p, name, ref.case.id)]
         if not matches:
             raise RowError(
-                f"{ref.benchmark}:{ref.case.line}: no prediction for id '{ref.case.id}' "
-                f"in {self.options.predictions}"
+                f"{name}:{ref.case.line}: no prediction for id '{ref.case.id}' in {self.options.predictions}"
             )
         if len(matches) > 1:
             lines = ", ".join(str(p.line) for p in matches)
             raise RowError(
-                f"{ref.benchmark}:{ref.case.line}: id '{ref.case.id}' is on lines {lines} of "
+                f"{name}:{ref.case.line}: id '{ref.case.id}' is on lines {lines} of "
                 f"{self.options.predictions}: add a 'benchmark' field to say which file each belongs to"
             )
         p = matches[0]
@@ -207,25 +224,23 @@ class EvalRun:
             return RowOutputs(base=p.base_prediction, adapter=p.prediction)
         return RowOutputs(base=p.prediction, adapter=None)
 
-    def unmatched_predictions(self, row_ids: Sequence[tuple[str, str]]) -> list[str]:
-        """Prediction ids that match no collected row ((benchmark, id) pairs), for the report."""
-        if self.options.predictions is None:
-            return []
-        return [
-            p.id
-            for p in self.predictions()
-            if not any(i == p.id and (p.benchmark is None or b.endswith(p.benchmark)) for b, i in row_ids)
-        ]
+    def unmatched_predictions(self) -> list[str]:
+        """Ids of saved predictions that match no collected row, for the report."""
+        rows = [(r.benchmark["name"], r.case.id) for r in self.rows.values()]
+        return [p.id for p in self.predictions() if not any(_predicts(p, b, i) for b, i in rows)]
 
     def set_rows(self, rows: Sequence[RowRef]) -> None:
         """Record the collected rows (in collection order) and split them into generation chunks."""
         self.rows = {r.nodeid: r for r in rows}
-        self.expected_rows = len(rows)
-        keys = chunk_keys([r.nodeid for r in rows], self.options.batch_size)
+        keys = chunk_keys([r.nodeid for r in rows], self.options.batch_size, lambda n: n in self.rows)
         self._chunks = {}
         for r in rows:
             self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)
         self._chunk_of = keys
+
+    def rows_of(self, benchmark: str) -> list[str]:
+        """Node ids of the collected rows of one benchmark file, in collection order."""
+        return [n for n, r in self.rows.items() if r.benchmark["name"] == benchmark]
 
     def loaded(self) -> LoadedModel:
         """The model, loaded on first use; a failed load is remembered, not retried for every row."""
@@ -306,8 +321,8 @@ class EvalRun:
 
         base = run(False)
         adapter: list[str | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
-        fluency: list[dict[str, dict[str, Any] | None] | None] = [None] * len(nodeids)
-        if self.options.fluency or self.options.ppl_model is not None:
+        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(nodeids)
+        if self.options.fluency:
             fluency = self._fluency([c.expected_output for c in cases], base, adapter)
         for n, b, a, f in zip(nodeids, base, adapter, fluency, strict=True):
             self.outputs[n] = RowOutputs(base=b, adapter=a, fluency=f)
@@ -336,33 +351,32 @@ class EvalRun:
         """results.json's inference_config.cache: where it is, and rows served or generated per side."""
         if self.options.cache_dir is None:
             return {"enabled": False}
-        if self.worker_cache is not None:
-            return self.worker_cache
         stats = self.cache.stats if self.cache is not None else CacheStats()
         return {"enabled": True, "dir": str(self.options.cache_dir), **stats.to_json()}
 
-    def add_worker_cache(self, info: dict[str, Any]) -> None:
-        """Add one xdist worker's cache counts (its cache_info()) to the run's."""
-        total = CacheStats()
-        for part in (self.worker_cache, info):
-            if part is not None:
-                total.add(part)
-        self.worker_cache = {**info, **total.to_json()}
-
     def _fluency(
         self, references: list[str], base: list[str], adapter: list[str | None]
-    ) -> list[dict[str, dict[str, Any] | None] | None]:
-        """Per row: NLL and tokens of the reference, base and adapter texts under the scoring model."""
+    ) -> list[dict[str, FluencyRecord] | None]:
+        """Per row and model: the perplexity of its output and of the reference.
+
+        The QA fine-tuning document's fix: each model's own generated text, measured by that same model
+        (base outputs by the base, adapter outputs by the adapter), with the reference measured by it too
+        for comparison. --llmeval-ppl-model measures every side with one external model instead.
+        """
         from pytest_llmeval.measures import fluency
 
-        return list(
-            fluency(
-                self._model_named(self.options.ppl_model),
-                references,
-                base,
-                adapter if self.has_adapter else None,
-            )
-        )
+        external = self.options.ppl_model
+        scorer = self._model_named(external)
+        sides: dict[str, tuple[Sequence[str | None], bool, str]] = {}
+        own = scorer.base.name
+        sides[BASE] = (base, False, external or f"{own} (the base model itself)")
+        if self.has_adapter:
+            sides[ADAPTER] = (adapter, external is None, external or f"{own} + adapter (the adapter itself)")
+        per_side = {
+            name: fluency(scorer, references, outputs, adapter=on, scorer_name=label)
+            for name, (outputs, on, label) in sides.items()
+        }
+        return [{name: measured[i] for name, measured in per_side.items()} for i in range(len(references))]
 
     def _model_named(self, name: str | None) -> LoadedModel:
         """Another model (a scorer's or a judge's), loaded once; None: the evaluated model (adapter off)."""
@@ -429,69 +443,52 @@ class EvalRun:
         """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
         ref = self.rows[nodeid]
         case = ref.case
+        where = f"{ref.benchmark['name']}:{case.line}"
+
+        def record(models: dict[str, SideRecord] | None = None, **outcome: Any) -> RowRecord:
+            return row_record(
+                nodeid=nodeid,
+                benchmark=ref.benchmark,
+                case=case,
+                evaluated=self.evaluated,
+                models=models,
+                **outcome,
+            )
+
         try:
             out = self.outputs_for(nodeid)
-        except (RowError, RowSkipped) as exc:
-            reason = str(exc)
-            skipped = isinstance(exc, RowSkipped)
-            failed: dict[str, Any] = {"nodeid": nodeid, "benchmark": ref.benchmark, "id": case.id}
-            failed.update(line=case.line, difficulty=case.difficulty, evaluation_type=case.evaluation_type)
-            failed.update(
-                evaluation_config=dict(case.evaluation_config), instruction=case.instruction, input=case.input
-            )
-            failed.update(tags=list(case.tags), expected_output=case.expected_output, base=None, adapter=None)
-            failed.update(passed=False, error=None if skipped else reason)
-            if skipped:
-                failed["skipped"] = reason
-                return RowResult(record=failed, score=None, skipped=reason)
-            return RowResult(record=failed, score=None, error=reason)
-        record: dict[str, Any] = {
-            "nodeid": nodeid,
-            "benchmark": ref.benchmark,
-            "id": case.id,
-            "line": case.line,
-            "difficulty": case.difficulty,
-            "evaluation_type": case.evaluation_type,
-            "evaluation_config": dict(case.evaluation_config),
-            "instruction": case.instruction,
-            "input": case.input,
-            "tags": list(case.tags),
-            "expected_output": case.expected_output,
-            "base": {"output": out.base, "score": None},
-            "adapter": None
-            if out.adapter is None and out.adapter_measure is None
-            else {"output": out.adapter, "score": None},
-            "passed": False,
-            "error": None,
-        }
-        if out.fluency is not None:
-            record["fluency"] = out.fluency
+        except RowSkipped as exc:
+            return RowResult(record=record(skipped=str(exc)), score=None, skipped=str(exc))
+        except RowError as exc:
+            return RowResult(record=record(error=str(exc)), score=None, error=str(exc))
+        models: dict[str, SideRecord] = {BASE: {"output": out.base, "score": None}}
+        if out.adapter is not None or out.adapter_measure is not None:
+            models[ADAPTER] = {"output": out.adapter, "score": None}
+        for name, measured in (out.fluency or {}).items():
+            models[name]["fluency"] = measured
         try:
             resources = {name: self._resource(name, ref) for name in SCORERS[case.evaluation_type].uses}
         except RowSkipped as exc:
-            record["skipped"] = str(exc)
-            return RowResult(record=record, score=None, skipped=str(exc))
+            return RowResult(record=record(skipped=str(exc)), score=None, skipped=str(exc))
         except RowError as exc:
-            record["error"] = f"{ref.benchmark}:{case.line}: {exc}"
-            return RowResult(record=record, score=None, error=record["error"])
+            error = f"{where}: {exc}"
+            return RowResult(record=record(error=error), score=None, error=error)
         try:
             base_score, adapter_score = self._scores(case, out, resources)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
-            where = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            error = f"{ref.benchmark}:{case.line}: scorer '{case.evaluation_type}' raised {where}"
-            record["error"] = error
+            raised = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            error = f"{where}: scorer '{case.evaluation_type}' raised {raised}"
             # What the model measured (the judge's raw outputs, say) stays in results.json: nothing is lost.
             if out.base_measure is not None:
-                record["base"]["measurement"] = out.base_measure
+                models[BASE]["measurement"] = out.base_measure
             if out.adapter_measure is not None:
-                record["adapter"]["measurement"] = out.adapter_measure
-            return RowResult(record=record, score=None, error=error)
-        record["base"]["score"] = base_score.to_json()
+                models[ADAPTER]["measurement"] = out.adapter_measure
+            return RowResult(record=record(models, error=error), score=None, error=error)
+        models[BASE]["score"] = base_score.to_json()
         if adapter_score is not None:
-            record["adapter"]["score"] = adapter_score.to_json()
+            models[ADAPTER]["score"] = adapter_score.to_json()
         primary = adapter_score if adapter_score is not None else base_score
-        record["passed"] = primary.passed
-        return RowResult(record=record, score=primary)
+        return RowResult(record=record(models, passed=primary.passed), score=primary)
 
     def _resource(self, name: str, ref: RowRef) -> Any:
         """What a scorer needs beside the texts (ScorerSpec.uses), built once per process or per script."""
@@ -500,7 +497,7 @@ class EvalRun:
 
             # Imported at collection already (errors are collection errors); cached per path and mtime.
             return custom.load_for_config(
-                ref.case.evaluation_config, self.benchmarks[ref.benchmark].path.parent
+                ref.case.evaluation_config, self.benchmarks[ref.benchmark["name"]].path.parent
             )
         if name == "embedder":
             return self._embedding_model()
@@ -584,91 +581,66 @@ class EvalRun:
         )
         return base, adapter
 
-    def publish(self, record: dict[str, Any]) -> None:
-        """Keep a scored row for this process's gates; under xdist also append it to the shared spool."""
-        self.local_records[record["nodeid"]] = record
-        if self.spool is not None and self.worker_id is not None:
-            with open(self.spool / f"{self.worker_id}.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-
-    def finish_worker(self) -> None:
-        """Tell gates waiting on other workers that this one will score no more rows."""
-        if self.spool is not None and self.worker_id is not None:
-            (self.spool / f"{self.worker_id}.done").touch()
-
-    def rows_of(self, benchmark: str) -> list[str]:
-        """Node ids of the collected rows of one benchmark file, in collection order."""
-        return [n for n, r in self.rows.items() if r.benchmark == benchmark]
-
-    def records_for(self, benchmark: str, workers: int = 1) -> tuple[list[dict[str, Any]], int]:
-        """Records of every collected row of a benchmark, and how many rows have none (did not run).
-
-        Serially the rows ran before the gates (plugin.py moves gates last). Under xdist, rows of this file
-        may still be running on other workers: wait for them in the spool until all are there, every other
-        worker has finished, or nothing arrived for SPOOL_STALL_SECONDS.
-        """
-        wanted = self.rows_of(benchmark)
-        found = {n: self.local_records[n] for n in wanted if n in self.local_records}
-        last_progress = time.monotonic()
-        while self.spool is not None and len(found) < len(wanted):
-            before = len(found)
-            for path in sorted(self.spool.glob("*.jsonl")):
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue  # a line another worker is still writing
-                    if record.get("nodeid") in self.rows and record["nodeid"] in wanted:
-                        found[record["nodeid"]] = record
-            if len(found) == len(wanted):
-                break
-            if len(found) > before:
-                last_progress = time.monotonic()
-            others_done = len(list(self.spool.glob("*.done"))) >= workers - 1
-            if others_done or time.monotonic() - last_progress > SPOOL_STALL_SECONDS:
-                break
-            time.sleep(SPOOL_POLL_SECONDS)
-        return [found[n] for n in wanted if n in found], len(wanted) - len(found)
-
-    def evaluate_gate(self, benchmark: str, name: str, *, workers: int = 1) -> gates.Verdict:
-        """One gate's verdict for one benchmark file."""
+    def evaluate_gate(self, benchmark: str, name: str) -> tuple[gates.Verdict, dict[str, Any] | None]:
+        """One gate's verdict for one benchmark file, and the results.json blocks of the comparison it
+        decided on (`statistics` and `significance_test`, or `comparison_with_previous`), if any."""
         opts = self.options.gate_options
         bench = self.benchmarks[benchmark]
         if name == "size":
-            return gates.size(len(bench.cases), minimum=opts.min_rows)
+            return gates.size(len(bench.cases), minimum=opts.min_rows), None
         if name == "difficulty_mix":
             counts: dict[str, int] = {}
             for case in bench.cases:
                 counts[case.difficulty] = counts.get(case.difficulty, 0) + 1
-            return gates.difficulty_mix(counts)
+            return gates.difficulty_mix(counts), None
         if name == "edge_cases":
-            return gates.edge_cases(bench.cases, minimum=opts.min_edge)
+            return gates.edge_cases(bench.cases, minimum=opts.min_edge), None
         if name == "held_out":
-            return gates.held_out(bench.cases, self.training_rows())
+            return gates.held_out(bench.cases, self.training_rows()), None
         # The comparison gates need the scored rows.
-        records, missing = self.records_for(benchmark, workers)
+        wanted = self.rows_of(benchmark)
+        records, missing = self.store.records_for(wanted)
+        # Sorted as results.json sorts them: the seeded bootstrap then draws the same resamples here as
+        # there, so the statistics a gate decided on are the ones results.json reports.
+        records = sorted(records, key=lambda r: r["nodeid"])
         if missing:
-            return gates.Verdict(
-                name, "skip", f"{missing} of {missing + len(records)} rows of {benchmark} did not finish", {}
+            first, why = next(iter(missing.items()))
+            return (
+                gates.Verdict(
+                    name,
+                    "skip",
+                    f"{len(missing)} of {len(wanted)} rows of {benchmark} did not finish "
+                    f"({first.split('::')[-1]}: {why})",
+                    {"missing_rows": sorted(missing)},
+                ),
+                None,
             )
         if not records:
-            return gates.Verdict(name, "skip", f"no row of {benchmark} ran in this session (deselected?)", {})
+            return gates.Verdict(
+                name, "skip", f"no row of {benchmark} ran in this session (deselected?)", {}
+            ), None
         from pytest_llmeval.stats import compare_paired
 
         if name == "no_regression":
-            cmp, comparable, reason, version = compare_with_previous(
-                benchmark, bench.sha256, records, self.previous, opts.alpha
+            cmp, block = previous_comparison(
+                self.rows[wanted[0]].benchmark, records, self.previous, opts.alpha
             )
-            return gates.no_regression(cmp, previous_version=version, comparable=comparable, reason=reason)
-        adapter, base, bounded, _ = comparison_values(records)
-        cmp = (
-            compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded)
-            if self.has_adapter and adapter
-            else None
-        )
+            verdict = gates.no_regression(
+                cmp,
+                previous_version=block["previous_version"],
+                comparable=block["comparable"],
+                reason=block["reason"],
+            )
+            return verdict, {"comparison_with_previous": block}
+        adapter, base, bounded, measure = comparison_values(records)
+        if not (self.has_adapter and adapter):
+            cmp = None
+        else:
+            cmp = compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded)
+        blocks = None if cmp is None else comparison_blocks(cmp, measure)
         if name == "better_than_base":
-            return gates.better_than_base(cmp, mode=opts.mode)
-        return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop)
+            return gates.better_than_base(cmp, mode=opts.mode), blocks
+        return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop), blocks
 
     def training_rows(self) -> list[gates.TrainingRow]:
         """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""
@@ -683,6 +655,7 @@ class EvalRun:
         decoding = DecodingConfig(max_new_tokens=self.options.max_new_tokens).to_json()
         meta: dict[str, Any] = {
             "adapter": None if spec.adapter is None else str(spec.adapter),
+            "base_model": spec.base_model or "embedded:SmolLM2-135M-Instruct",
             "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
             "inference_config": {
                 "decoding": decoding,
@@ -695,7 +668,12 @@ class EvalRun:
         }
         if self.options.predictions is not None:
             source = str(self.options.predictions)
-            meta["inference_config"] = {"source": f"saved predictions in {source}: nothing was generated"}
+            # Worked out where the rows were collected (every xdist worker collects them all).
+            meta["unmatched_predictions"] = self.unmatched_predictions()
+            meta["inference_config"] = {
+                "source": f"saved predictions in {source}: nothing was generated",
+                "decoding": {"max_new_tokens": self.options.max_new_tokens, "temperature": 0.0, "top_p": 1.0},
+            }
             if self.has_adapter:
                 meta.update(adapter=f"predictions:{source}", adapter_name="prediction")
                 meta["base_model"] = "base_prediction"
@@ -730,32 +708,3 @@ class EvalRun:
         meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
         meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
         return meta
-
-
-# --- gates ------------------------------------------------------------------------------------------------
-
-
-def in_domain(benchmark: str, adapter: Path | None, globs: Sequence[str], rootdir: Path) -> bool:
-    """In-domain: under the adapter's folder (adapters/<domain>/eval/...), or matched by a domain glob."""
-    path = (rootdir / benchmark).resolve()
-    if adapter is not None and path.is_relative_to(adapter.resolve()):
-        return True
-    return any(fnmatch.fnmatch(benchmark, g) or fnmatch.fnmatch(str(path), g) for g in globs)
-
-
-def gate_names(*, in_domain: bool, has_previous: bool) -> list[str]:
-    """The gates a benchmark file gets, in the order they run."""
-    names = ["better_than_base" if in_domain else "no_degradation"]
-    if has_previous:
-        names.append("no_regression")
-    return [*names, "size", "difficulty_mix", "edge_cases", "held_out"]
-
-
-TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
-
-
-def find_training_file(adapter: Path | None) -> Path | None:
-    """The LocoLLM layout keeps an adapter's training data beside it; the first of TRAINING_FILES found."""
-    if adapter is None:
-        return None
-    return next((adapter / n for n in TRAINING_FILES if (adapter / n).is_file()), None)

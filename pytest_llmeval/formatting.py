@@ -1,0 +1,127 @@
+"""How numbers read, once for every report: percents, percent points, p-values, test names, measures.
+
+Pure, standard library only: the terminal table, the spot check, the HTML page, the GitHub summary and the
+verdict messages of gates and stats all format a share, a p-value or a test's name with these, so the same
+number never reads two ways in two places.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+# What a missing value reads as: an en dash, which no number starts with.
+MISSING = "–"
+
+# The comparison measures results.json names (results.comparison_values says which a benchmark uses).
+# Scores are shares of 1, shown in percent; cross-entropy is in nats per token.
+SCORE_MEASURE = "score"
+CROSS_ENTROPY_MEASURE = "negative cross-entropy (nats per token) of each text"
+
+TEST_NAMES: Mapping[str, str] = MappingProxyType(
+    {"mcnemar_exact": "McNemar exact", "paired_t": "paired t-test"}
+)
+
+
+def percent(share: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A share of 1 as a percent with fixed decimals: `85.0%`; `missing` for None."""
+    return missing if share is None else f"{100 * share:.{digits}f}%"
+
+
+def level(share: float) -> str:
+    """A share as a percent with only the digits it has: `95%`, `99.5%` (confidence levels, targets)."""
+    # round: 0.95 * 100 is 94.99999999999999 in binary floating point.
+    return f"{round(share * 100, 6):g}%"
+
+
+def points(difference: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A difference of two shares in percent points, signed: `+78.3 pt`; `missing` for None."""
+    return missing if difference is None else f"{100 * difference:+.{digits}f} pt"
+
+
+def p_value(p: float | None, alpha: float | None = None, *, missing: str = MISSING) -> str:
+    """`0.049`, `1.4e-14`: two significant digits, more only where rounding would cross alpha."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return missing
+    if alpha is None:
+        return f"{p:.2g}"
+    # 0.0496 shown as "0.05" next to "< 0.05" reads as a contradiction: add digits until the shown value
+    # falls on the same side of alpha as the real one.
+    for digits in range(2, 17):
+        shown = f"{p:.{digits}g}"
+        if (float(shown) < alpha) == (p < alpha):
+            return shown
+    return repr(p)
+
+
+def name_of_test(test: str) -> str:
+    """A significance test's name for people (`mcnemar_exact` -> `McNemar exact`); unknown names as given."""
+    return TEST_NAMES.get(test, test)
+
+
+def measure_unit(measure: str) -> str:
+    """What a comparison measure is, in a few words: `score`, `negative cross-entropy (higher is better)`."""
+    if measure == SCORE_MEASURE:
+        return "score"
+    if measure == CROSS_ENTROPY_MEASURE:
+        return "negative cross-entropy (higher is better)"
+    return measure
+
+
+def measure_value(value: float | None, measure: str, *, missing: str = MISSING) -> str:
+    """A value of a comparison measure: a score as `85.0%`, cross-entropy as `-3.589 nats/token`."""
+    if value is None:
+        return missing
+    if measure == SCORE_MEASURE:
+        return percent(value)
+    if measure == CROSS_ENTROPY_MEASURE:
+        return f"{value:.3f} nats/token"
+    return f"{value:.4g}"
+
+
+def measure_difference(value: float | None, measure: str, *, missing: str = MISSING) -> str:
+    """A difference in a comparison measure: scores in percent points (`-6.7 pt`), cross-entropy in nats
+    per token (`-0.047 nats/token`), never points."""
+    if value is None:
+        return missing
+    if measure == SCORE_MEASURE:
+        return points(value)
+    if measure == CROSS_ENTROPY_MEASURE:
+        return f"{value:+.3f} nats/token"
+    return f"{value:+.4g}"
+
+
+def measure_interval(low: float | None, high: float | None, measure: str) -> str:
+    """A confidence interval of a difference, unit once at the end: `+68.3 to +88.3 pt`."""
+    if low is None or high is None:
+        return MISSING
+    if measure == SCORE_MEASURE:
+        return f"{100 * low:+.1f} to {100 * high:+.1f} pt"
+    if measure == CROSS_ENTROPY_MEASURE:
+        return f"{low:+.3f} to {high:+.3f} nats/token"
+    return f"{low:+.4g} to {high:+.4g}"
+
+
+def out_of_domain(figure: Mapping[str, Any]) -> str:
+    """An out_of_domain figure of results.json in one line, in its measure's own unit (never points for
+    cross-entropy): `score: adapter 83.3% vs base 85.0%, degradation (adapter − base) -1.7 pt, 60 rows`."""
+    measure = str(figure.get("measure", SCORE_MEASURE))
+    text = (
+        f"{measure_unit(measure)}: adapter {measure_value(figure.get('adapter_score'), measure)} vs base "
+        f"{measure_value(figure.get('base_model_score'), measure)}, degradation (adapter − base) "
+        f"{measure_difference(figure.get('degradation'), measure)}, {figure.get('n_rows')} rows"
+    )
+    if figure.get("verdict"):
+        text += f"; no_degradation {figure['verdict']}"
+    return text
+
+
+def composite_value(entry: Mapping[str, Any] | None) -> str:
+    """One model's composite score (0-100) as `89.98`, or why there is none: `none (missing ...)`."""
+    if not entry:
+        return MISSING
+    if entry.get("value") is None:
+        return f"none ({entry.get('reason') or 'no reason recorded'})"
+    return f"{float(entry['value']):.2f}"

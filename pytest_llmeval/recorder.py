@@ -1,0 +1,94 @@
+"""The recorder: the controller's side of a run. It keeps every row record and gate verdict the test reports
+carry (serially this process's, under xdist every worker's, replayed here), the workers' metadata and cache
+counts, and builds the results.json document once at the end.
+
+Only the controller has one (serially the only process is the controller). plugin.py feeds it from the
+hooks; nothing here imports pytest or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmeval.cache import CacheStats
+from pytest_llmeval.records import GateRecord, RowRecord
+from pytest_llmeval.results import build_results
+
+
+@dataclass
+class Recorder:
+    """Records, verdicts and metadata of one run, on the controller."""
+
+    alpha: float
+    composite_weights: dict[str, float] | None
+    previous: dict[str, Any] | None
+    records: dict[str, RowRecord] = field(default_factory=dict)  # node id -> record
+    gates: dict[str, GateRecord] = field(default_factory=dict)  # node id -> verdict
+    expected_rows: int | None = None  # rows collected (under xdist: from a worker's collection)
+    # Serially, rows collected per benchmark (for progress lines); under xdist the controller collects none.
+    expected_by_benchmark: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)  # rows whose test ended without a record, and why
+    _meta: dict[str, Any] | None = None  # the richest process metadata seen
+    _cache: dict[str, Any] | None = None  # xdist: every worker's cache counts, summed
+
+    def add_row(self, record: RowRecord) -> None:
+        self.records[record["nodeid"]] = record
+        self.lost.pop(record["nodeid"], None)
+
+    def add_gate(self, nodeid: str, gate: GateRecord) -> None:
+        self.gates[nodeid] = gate
+
+    def add_meta(self, meta: dict[str, Any]) -> None:
+        """One process's metadata (Evaluator.meta()); the richest is kept, cache counts are summed."""
+        # Every worker that loaded the model reports the same metadata; one that loaded none reports less.
+        if self._meta is None or len(meta) > len(self._meta):
+            self._meta = meta
+        cache = (meta.get("inference_config") or {}).get("cache") or {}
+        if cache.get("enabled"):
+            total = CacheStats()
+            for part in (self._cache, cache):
+                if part is not None:
+                    total.add(part)
+            self._cache = {**cache, **total.to_json()}
+
+    def rows_done(self, benchmark: str | None = None) -> int:
+        """Rows recorded so far, of one benchmark or of all."""
+        if benchmark is None:
+            return len(self.records)
+        return sum(1 for r in self.records.values() if r["benchmark"]["name"] == benchmark)
+
+    def incomplete_reasons(self) -> list[str]:
+        """Why the recorded rows are not the whole run (the session's own stop reasons come on top)."""
+        if self.expected_rows is not None and len(self.records) < self.expected_rows:
+            return [f"{len(self.records)} of {self.expected_rows} rows finished"]
+        return []
+
+    def meta(self) -> dict[str, Any]:
+        meta = dict(self._meta or {})
+        if self._cache is not None and isinstance(meta.get("inference_config"), dict):
+            # Every worker's counts, not the one worker's whose metadata was kept.
+            meta["inference_config"] = {**meta["inference_config"], "cache": self._cache}
+        return meta
+
+    def document(self, *, reasons: Sequence[str]) -> dict[str, Any]:
+        """The results.json document of everything recorded."""
+        reasons = [*reasons, *self.incomplete_reasons()]
+        meta = self.meta()
+        document = build_results(
+            self.records.values(),
+            gates=self.gates.values(),
+            previous=self.previous,
+            alpha=self.alpha,
+            composite_weights=self.composite_weights,
+            meta=meta,
+            complete=not reasons,
+            incomplete_reason="; ".join(reasons) or None,
+        )
+        if meta.get("predictions_file") is not None:
+            document["predictions"] = {
+                "file": meta["predictions_file"],
+                "unmatched_ids": meta.get("unmatched_predictions", []),
+            }
+        return document

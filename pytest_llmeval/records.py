@@ -1,0 +1,162 @@
+"""The records that cross modules and processes: a scored row, one model's side of it, a gate's verdict.
+
+Pure: no pytest, no torch. Every record is a JSON-able TypedDict, built by one constructor here, so a row
+record has one shape whether it was scored, skipped or errored, on this process or on an xdist worker.
+
+A row's sides are a mapping keyed by model name (today "base" and "adapter"; several adapters and other
+models are one more key each), and the record says which of them is evaluated: nothing downstream guesses
+it from which keys happen to be present. What collection knew of the row's benchmark (its name, content
+hash and domain) travels in the record, so the controller never re-reads a file or parses a node id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
+
+# Model names of the sides a row has today.
+BASE = "base"
+ADAPTER = "adapter"
+
+Domain = Literal["in", "out"]
+
+
+class BenchmarkInfo(TypedDict):
+    """What collection knew of a row's benchmark file."""
+
+    name: str  # its path from the rootdir (else absolute): results.json's benchmark_file
+    sha256: str  # "sha256:<hex>" of the file's bytes, as read at collection
+    domain: Domain | None  # None when no adapter is evaluated (there is no domain to be in)
+    n_rows: int  # valid rows in the file (before -k/-m selection)
+
+
+class FluencyRecord(TypedDict):
+    """Perplexity of one model's generated output and of the reference, under that side's scorer."""
+
+    scorer: str  # the model that measured: this side's own model, or --llmeval-ppl-model
+    output: dict[str, Any] | None  # {nll, n_tokens, n_chars}; None for an empty output
+    reference: dict[str, Any] | None  # the same for the row's expected output
+
+
+class SideRecord(TypedDict, total=False):
+    """One model's side of a row: what it produced and how it scored."""
+
+    output: str | None  # generated text; None for measured types (perplexity, multiple_choice)
+    score: dict[str, Any] | None  # scorers.Score.to_json(); None when the scorer raised
+    measurement: dict[str, Any]  # what the model measured, kept when scoring failed (the judge's runs)
+    fluency: FluencyRecord  # --llmeval-fluency: perplexity of this side's output
+
+
+class RowRecord(TypedDict):
+    """One benchmark row of one run, as results.json stores it (less `benchmark`, its parent's)."""
+
+    nodeid: str
+    benchmark: BenchmarkInfo
+    id: str
+    line: int
+    difficulty: str
+    evaluation_type: str
+    evaluation_config: dict[str, Any]
+    instruction: str
+    input: str
+    tags: list[str]
+    expected_output: str
+    evaluated: str  # the model whose score decides pass/fail: ADAPTER with an adapter, else BASE
+    models: dict[str, SideRecord]  # empty when the row was skipped or failed before any model ran
+    passed: bool
+    error: str | None
+    skipped: str | None
+
+
+class GateRecord(TypedDict):
+    """One gate's verdict for one benchmark (gates.Verdict.to_json() plus where it belongs)."""
+
+    benchmark: BenchmarkInfo
+    gate: str
+    status: str
+    passed: bool
+    message: str
+    details: dict[str, Any]
+    # The paired comparison the gate decided on (stats.PairedComparison.to_json()), when it compared rows:
+    # results.json keeps it once, as the benchmark's `statistics`, instead of computing it again.
+    statistics: dict[str, Any] | None
+
+
+def row_record(
+    *,
+    nodeid: str,
+    benchmark: BenchmarkInfo,
+    case: Any,
+    evaluated: str,
+    models: Mapping[str, SideRecord] | None = None,
+    passed: bool = False,
+    error: str | None = None,
+    skipped: str | None = None,
+) -> RowRecord:
+    """The one constructor of a row record: scored, skipped or errored (`case` is a benchmark.Case)."""
+    return {
+        "nodeid": nodeid,
+        "benchmark": benchmark,
+        "id": case.id,
+        "line": case.line,
+        "difficulty": case.difficulty,
+        "evaluation_type": case.evaluation_type,
+        "evaluation_config": dict(case.evaluation_config),
+        "instruction": case.instruction,
+        "input": case.input,
+        "tags": list(case.tags),
+        "expected_output": case.expected_output,
+        "evaluated": evaluated,
+        "models": dict(models or {}),
+        "passed": passed,
+        "error": error,
+        "skipped": skipped,
+    }
+
+
+def gate_record(
+    benchmark: BenchmarkInfo, verdict: Mapping[str, Any], statistics: Mapping[str, Any] | None = None
+) -> GateRecord:
+    """The one constructor of a gate record, from gates.Verdict.to_json()."""
+    return {
+        "benchmark": benchmark,
+        "gate": str(verdict["gate"]),
+        "status": str(verdict["status"]),
+        "passed": bool(verdict["passed"]),
+        "message": str(verdict["message"]),
+        "details": dict(verdict["details"]),
+        "statistics": None if statistics is None else dict(statistics),
+    }
+
+
+# --- reading a row (a record, or a row of results.json: the same shape less `benchmark`) -----------------
+
+
+def side(row: Mapping[str, Any], model: str) -> Mapping[str, Any] | None:
+    """One model's side of a row; None when that model did not run on it."""
+    models = row.get("models") or {}
+    found: Mapping[str, Any] | None = models.get(model)
+    return found
+
+
+def score(row: Mapping[str, Any], model: str) -> Mapping[str, Any] | None:
+    """One model's score of a row (Score.to_json()); None when absent, skipped or errored."""
+    found = side(row, model)
+    value: Mapping[str, Any] | None = found.get("score") if found else None
+    return value
+
+
+def score_value(row: Mapping[str, Any], model: str) -> float | None:
+    """One model's score value of a row; None when absent, skipped or errored."""
+    found = score(row, model)
+    return None if found is None else float(found["value"])
+
+
+def evaluated_value(row: Mapping[str, Any]) -> float | None:
+    """The evaluated model's score value (the adapter's when there is one, else the base's)."""
+    return score_value(row, str(row["evaluated"]))
+
+
+def has_model(row: Mapping[str, Any], model: str) -> bool:
+    """Whether `model` is one of the row's sides (it ran, or was meant to)."""
+    return side(row, model) is not None

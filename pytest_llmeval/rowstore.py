@@ -1,0 +1,100 @@
+"""The only transport of row records between processes: a spool folder that xdist workers append to.
+
+Gates need every row of their benchmark, and under `-n` those rows are scored on several workers. Each
+worker appends the records it scores to its own JSONL file in one folder the controller created; a gate
+reads the folder until each of its rows is *settled*: scored (a record) or lost (the controller saw its
+test end without one: a worker killed mid-row, a row that failed before scoring). The controller writes
+the lost markers because only it sees every report, including xdist's report of a crashed worker. So a
+gate never waits on a row that will not come, and a killed worker cannot hang the run.
+
+Serially there is no spool: rows run before gates in the same process (plugin.py orders them), and the
+store answers from what this process scored.
+
+No pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_llmeval.records import RowRecord
+
+# How often a gate looks for rows other workers are still scoring, and for how long at most without any
+# row settling before it gives up (a last resort: lost markers normally settle every row).
+POLL_SECONDS = 0.2
+STALL_SECONDS = 1800.0
+
+_LOST = "lost.jsonl"
+
+
+class RowStore:
+    """Records of the rows this process scored, and under xdist every worker's, read from the spool."""
+
+    def __init__(self, spool: Path | None = None, worker_id: str | None = None) -> None:
+        self.spool = spool
+        self.worker_id = worker_id
+        self.local: dict[str, RowRecord] = {}
+
+    @staticmethod
+    def create() -> Path:
+        """A fresh spool folder (the controller's, before workers start)."""
+        return Path(tempfile.mkdtemp(prefix="llmeval-spool-"))
+
+    def publish(self, record: RowRecord) -> None:
+        """Keep a scored row for this process's gates; under xdist also append it to the spool."""
+        self.local[record["nodeid"]] = record
+        if self.spool is not None and self.worker_id is not None:
+            with open(self.spool / f"{self.worker_id}.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def mark_lost(self, nodeid: str, why: str) -> None:
+        """Controller: this row's test ended without a record; gates must not wait for it."""
+        if self.spool is not None:
+            with open(self.spool / _LOST, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"nodeid": nodeid, "why": why}) + "\n")
+
+    def records_for(self, nodeids: Sequence[str]) -> tuple[list[RowRecord], dict[str, str]]:
+        """Records of these rows (in their order) and the rows that will have none, with why.
+
+        Under xdist, waits in the spool until every row is settled, or nothing settled for STALL_SECONDS.
+        """
+        wanted = set(nodeids)
+        found = {n: self.local[n] for n in nodeids if n in self.local}
+        lost: dict[str, str] = {}
+        last_progress = time.monotonic()
+        while self.spool is not None and len(found) + len(lost) < len(wanted):
+            before = len(found) + len(lost)
+            for path in sorted(self.spool.glob("*.jsonl")):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # a line another process is still writing
+                    nodeid = entry.get("nodeid")
+                    if nodeid not in wanted or nodeid in found:
+                        continue
+                    if path.name == _LOST:
+                        lost[nodeid] = str(entry.get("why"))
+                    else:
+                        found[nodeid] = entry
+                        lost.pop(nodeid, None)  # rerun elsewhere after all
+            settled = len(found) + len(lost)
+            if settled == len(wanted):
+                break
+            if settled > before:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_SECONDS:
+                break
+            time.sleep(POLL_SECONDS)
+        missing = {n: lost.get(n, "no record arrived") for n in nodeids if n not in found}
+        return [found[n] for n in nodeids if n in found], missing
+
+    def remove(self) -> None:
+        """Controller, at the end: the spool is gone with the run."""
+        if self.spool is not None:
+            shutil.rmtree(self.spool, ignore_errors=True)
