@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"llmeval: cannot read {args[1]}: {exc}", file=sys.stderr)
         return 2
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        print(f"llmeval: cannot read {args[1]}: not a results.json (no benchmarks list)", file=sys.stderr)
+        return 2
     failures = failed_gates(document)
     for failure in failures:
         print(f"FAILED {failure}")

@@ -56,7 +56,12 @@ class XdistHooks:
                 for unit in workload.values():
                     if crashed in unit:
                         unit[crashed] = True
-                self.workqueue.update((s, u) for s, u in workload.items() if not all(u.values()))
+                # Back at the front of the queue, not behind the gates: a gate blocks its worker while it
+                # waits for its file's rows, so a row queued behind a gate on the same worker would stall.
+                requeued = [(s, u) for s, u in workload.items() if not all(u.values())]
+                for scope, unit in reversed(requeued):
+                    self.workqueue[scope] = unit
+                    self.workqueue.move_to_end(scope, last=False)
                 for other in self.assigned_work:
                     if other in self.registered_collections:
                         self._reschedule(other)
@@ -82,7 +87,7 @@ class XdistHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         meta = getattr(node, "workeroutput", {}).get("llmeval_meta")
         if meta:
-            config_of(node).stash[RECORDER_KEY].add_meta(meta)
+            config_of(node).stash[RECORDER_KEY].add_meta(meta, process=str(node.gateway.id))
 
 
 def config_of(node: Any) -> pytest.Config:

@@ -154,7 +154,10 @@ def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool])
 def _predicts(prediction: Prediction, benchmark: str, row_id: str) -> bool:
     """A saved prediction is for a row: same id, and its optional `benchmark` is a suffix of the file's."""
     return prediction.id == row_id and (
-        prediction.benchmark is None or benchmark.endswith(prediction.benchmark)
+        # A path suffix: "bench.jsonl" names "data/bench.jsonl", not "data/other_bench.jsonl".
+        prediction.benchmark is None
+        or benchmark == prediction.benchmark
+        or benchmark.endswith("/" + prediction.benchmark)
     )
 
 
@@ -183,6 +186,8 @@ class Evaluator:
     _training: list[gates.TrainingRow] | None = None
     _cache_identity: ModelIdentity | None = None
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
+    _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
+    shipped_meta: dict[str, Any] | None = None  # xdist worker: the metadata last sent on a report
 
     @property
     def has_adapter(self) -> bool:
@@ -668,8 +673,10 @@ class Evaluator:
         }
         if self.options.predictions is not None:
             source = str(self.options.predictions)
-            # Worked out where the rows were collected (every xdist worker collects them all).
-            meta["unmatched_predictions"] = self.unmatched_predictions()
+            # Worked out where the rows were collected (every xdist worker collects them all; the
+            # controller collects none, and says nothing rather than "every prediction is unmatched").
+            if self.rows:
+                meta["unmatched_predictions"] = self.unmatched_predictions()
             meta["inference_config"] = {
                 "source": f"saved predictions in {source}: nothing was generated",
                 "decoding": {"max_new_tokens": self.options.max_new_tokens, "temperature": 0.0, "top_p": 1.0},
@@ -689,21 +696,25 @@ class Evaluator:
 
         loaded = self._loaded
         device = loaded.device
-        device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
         meta["base_model"] = loaded.base.name
         meta["base_model_note"] = loaded.base.note
         meta["quantization"] = loaded.base.quantization
         meta["adapter_name"] = None if loaded.adapter_meta is None else loaded.adapter_meta["name"]
         meta["adapter_version"] = None if loaded.adapter_meta is None else loaded.adapter_meta["version"]
-        meta["hardware"] = {
-            "device": str(device),
-            "device_name": device_name or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "torch": str(torch.__version__),  # a TorchVersion, which execnet cannot send
-            "transformers": str(transformers.__version__),
-        }
+        if self._hardware is None:
+            device_name = (
+                torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            )
+            self._hardware = {
+                "device": str(device),
+                "device_name": device_name or platform.machine(),
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": sys.version.split()[0],
+                "torch": str(torch.__version__),  # a TorchVersion, which execnet cannot send
+                "transformers": str(transformers.__version__),
+            }
+        meta["hardware"] = dict(self._hardware)
         meta["inference_config"]["device"] = str(device)
         meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
         meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)

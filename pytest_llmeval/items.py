@@ -192,7 +192,7 @@ class CaseItem(BenchmarkItem):
         explain = SCORERS[case.evaluation_type].explain
         if explain is not None:
             lines.extend(f"  {line}" for line in explain(details, case.evaluation_config))
-        if "reason" in details:
+        if details.get("reason") is not None:
             lines.append(f"  reason:      {details['reason']}")
         if who != BASE:
             base = record["models"][BASE]

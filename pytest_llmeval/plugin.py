@@ -493,6 +493,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.llmeval_record = item.llmeval_record
     if isinstance(item, GateItem) and call.when == "call" and item.llmeval_gate is not None:
         report.llmeval_gate = item.llmeval_gate
+    if _is_worker(item.config) and call.when == "call" and isinstance(item, (CaseItem, GateItem)):
+        # A worker's metadata (model, hardware, cache counts) rides on its reports whenever it changed: an
+        # interrupted run never sees pytest_testnodedown, and its results.json must still say what ran.
+        run = item.config.stash[EVALUATOR_KEY]
+        meta = run.meta()
+        if meta != run.shipped_meta:
+            run.shipped_meta = meta
+            report.llmeval_meta = {"process": run.store.worker_id, "meta": meta}
     return report
 
 
@@ -519,6 +527,9 @@ class _RecordSink:
         gate = getattr(report, "llmeval_gate", None)
         if gate is not None:
             self.recorder.add_gate(report.nodeid, gate)
+        shipped = getattr(report, "llmeval_meta", None)
+        if shipped is not None:
+            self.recorder.add_meta(shipped["meta"], process=str(shipped["process"]))
         # A row whose test ends without a record (its worker was killed: xdist reports when "???"; it
         # failed before scoring) is lost: tell gates waiting for it on other workers not to.
         ended = report.when == "call" or (report.when != "teardown" and not report.passed)
@@ -582,7 +593,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         reasons.append(f"stopped: {session.shouldstop}")
     if session.shouldfail:
         reasons.append(f"stopped early: {session.shouldfail}")
-    recorder.add_meta(run.meta())
+    recorder.add_meta(run.meta(), process="controller")
     document = recorder.document(reasons=reasons)
     from pytest_llmeval.results import write_atomic, write_text_atomic
 

@@ -30,8 +30,7 @@ class Recorder:
     # Serially, rows collected per benchmark (for progress lines); under xdist the controller collects none.
     expected_by_benchmark: dict[str, int] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)  # rows whose test ended without a record, and why
-    _meta: dict[str, Any] | None = None  # the richest process metadata seen
-    _cache: dict[str, Any] | None = None  # xdist: every worker's cache counts, summed
+    _metas: dict[str, dict[str, Any]] = field(default_factory=dict)  # process -> its latest metadata
 
     def add_row(self, record: RowRecord) -> None:
         self.records[record["nodeid"]] = record
@@ -40,18 +39,11 @@ class Recorder:
     def add_gate(self, nodeid: str, gate: GateRecord) -> None:
         self.gates[nodeid] = gate
 
-    def add_meta(self, meta: dict[str, Any]) -> None:
-        """One process's metadata (Evaluator.meta()); the richest is kept, cache counts are summed."""
-        # Every worker that loaded the model reports the same metadata; one that loaded none reports less.
-        if self._meta is None or len(meta) > len(self._meta):
-            self._meta = meta
-        cache = (meta.get("inference_config") or {}).get("cache") or {}
-        if cache.get("enabled"):
-            total = CacheStats()
-            for part in (self._cache, cache):
-                if part is not None:
-                    total.add(part)
-            self._cache = {**cache, **total.to_json()}
+    def add_meta(self, meta: dict[str, Any], *, process: str) -> None:
+        """A process's latest metadata (Evaluator.meta()): the controller's, or a worker's."""
+        # Workers send theirs on their reports as it changes (so an interrupted run that never sees a
+        # worker finish still has it) and once more when they finish: the latest of each process counts.
+        self._metas[process] = meta
 
     def rows_done(self, benchmark: str | None = None) -> int:
         """Rows recorded so far, of one benchmark or of all."""
@@ -66,10 +58,22 @@ class Recorder:
         return []
 
     def meta(self) -> dict[str, Any]:
-        meta = dict(self._meta or {})
-        if self._cache is not None and isinstance(meta.get("inference_config"), dict):
-            # Every worker's counts, not the one worker's whose metadata was kept.
-            meta["inference_config"] = {**meta["inference_config"], "cache": self._cache}
+        """The richest process metadata (every process that loaded the model reports the same; one that
+        loaded none, such as the xdist controller, reports less), with every process's cache counts summed."""
+        if not self._metas:
+            return {}
+        richest: dict[str, Any] = max(self._metas.values(), key=len)
+        meta = dict(richest)
+        caches = [
+            cache
+            for m in self._metas.values()
+            if (cache := (m.get("inference_config") or {}).get("cache") or {}).get("enabled")
+        ]
+        if caches and isinstance(meta.get("inference_config"), dict):
+            total = CacheStats()
+            for cache in caches:
+                total.add(cache)
+            meta["inference_config"] = {**meta["inference_config"], "cache": {**caches[0], **total.to_json()}}
         return meta
 
     def document(self, *, reasons: Sequence[str]) -> dict[str, Any]:

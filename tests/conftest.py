@@ -6,10 +6,26 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers import build_tiny_adapter, build_tiny_model
 from locollm import validate_locollm
+
+# numpy cannot be imported twice in one process, and pytester's in-process runs forget the modules they
+# imported: import the statistics (numpy, scipy) once here, before any run needs them.
+import pytest_llmeval.stats  # noqa: F401
+
+if TYPE_CHECKING:
+    from pytest_llmeval.models import LoadedModel
+
+
+@pytest.fixture(scope="session")
+def real_model() -> LoadedModel:
+    """The embedded SmolLM2-135M-Instruct in float32 on CPU, loaded once for every test that reads it."""
+    from pytest_llmeval.models import ModelSpec, load
+
+    return load(ModelSpec(dtype="float32", device="cpu"))
 
 
 @pytest.fixture(scope="session")

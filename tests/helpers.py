@@ -7,8 +7,12 @@ The tiny models use the embedded SmolLM2 tokenizer (real chat template, real EOS
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -103,3 +107,88 @@ def model_args(tiny_model: Path, tiny_adapter: Path | None = None, *, gates: boo
     if tiny_adapter is not None:
         args.append(f"--adapter={tiny_adapter}")
     return args
+
+
+def build_judge_model(path: Path, endings: tuple[str, ...] = ("4", "8", "?")) -> Path:
+    """Save a 1-layer Llama (embedded tokenizer) that writes "Score: " then one of `endings`, then EOS.
+
+    The layer's output projections are zero, so the last hidden state is the last token's embedding: each
+    token of the text gets its own embedding direction ("state"), and lm_head maps a state to the next
+    token with a margin of ~57 logits (nothing else is ever sampled at temperature 0.7). Every other token
+    (the prompt's last one included) is state 0, which starts the text.
+    """
+    import itertools
+
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from pytest_llmeval.models import embedded_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+
+    def ids(text: str) -> list[int]:
+        found: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return found
+
+    head = ids("Score: ")  # "Score", ":", " "
+    last = [ids(e) for e in endings]
+    assert all(len(e) == 1 for e in last), "each ending must be one token"
+    hidden = 16
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    big = 10.0  # times sqrt(hidden) after the final RMSNorm
+    with torch.no_grad():
+        for p in model.model.layers.parameters():
+            p.zero_()
+        embed = model.model.embed_tokens.weight  # (V, hidden)
+        lm_head = model.lm_head.weight  # (V, hidden)
+        embed.zero_()
+        lm_head.zero_()
+        embed[:, 0] = 1.0
+        lm_head[head[0], 0] = big
+        for state, (current, following) in enumerate(itertools.pairwise(head), start=1):
+            embed[current] = 0.0
+            embed[current, state] = 1.0
+            lm_head[following, state] = big
+        choose = len(head)  # after "Score: ": every ending equally likely
+        embed[head[-1]] = 0.0
+        embed[head[-1], choose] = 1.0
+        for (token,) in last:
+            lm_head[token, choose] = big
+            embed[token] = 0.0
+            embed[token, choose + 1] = 1.0
+        lm_head[tokenizer.eos_token_id, choose + 1] = big
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def strict_required() -> tuple[bool, str]:
+    """Whether strict sandbox isolation must be detected on this machine, and why (or why not).
+
+    Where bubblewrap is installed (or CI sets LLMEVAL_REQUIRE_STRICT=1), a test that finds no strict
+    isolation fails instead of skipping: a bug in strict detection must not read as "not available here".
+    """
+    flag = os.environ.get("LLMEVAL_REQUIRE_STRICT", "")
+    if flag == "1":
+        return True, "LLMEVAL_REQUIRE_STRICT=1"
+    if flag == "0":
+        return False, "LLMEVAL_REQUIRE_STRICT=0"
+    if flag:
+        raise pytest.UsageError(f"LLMEVAL_REQUIRE_STRICT must be 1 or 0, not {flag!r}")
+    where = shutil.which("bwrap")
+    if where is not None:
+        return True, f"bubblewrap is installed ({where}); LLMEVAL_REQUIRE_STRICT=0 allows a skip"
+    return False, "bubblewrap is not installed and LLMEVAL_REQUIRE_STRICT is not set"

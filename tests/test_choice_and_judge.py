@@ -202,6 +202,7 @@ def test_choice_and_judge_rows_on_a_tiny_model(
     assert by_id["j1"]["error"] is not None
 
 
+@pytest.mark.slow
 def test_real_model_multiple_choice_and_judge(tmp_path: Path) -> None:
     """The embedded model: choices scored by log-likelihood, the judge's runs graded and recorded."""
     rows = [

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, row
+from helpers import jsonl, row, strict_required
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,11 @@ def test_code_rows_score_in_the_sandbox(pytester: pytest.Pytester, workers: list
     assert rows["half"]["pass_at_1"] == 0.0 and rows["right"]["pass_at_1"] == 1.0
     assert [c["verdict"] for c in rows["hang"]["cases"]] == ["timeout", "timeout"]
     assert rows["broken"]["verdicts"] == {"compile_error": 2}
-    assert doc["sandbox"]["level"] in ("strict", "basic") and doc["sandbox"] == rows["right"]["isolation"]
+    # Strict where this machine must give it (bubblewrap installed, or CI's LLMEVAL_REQUIRE_STRICT=1).
+    required, why = strict_required()
+    expected = ("strict",) if required else ("strict", "basic")
+    assert doc["sandbox"]["level"] in expected, (doc["sandbox"], why)
+    assert doc["sandbox"] == rows["right"]["isolation"]
 
 
 @pytest.mark.usefixtures("code_bench")
@@ -94,6 +98,7 @@ def _run(pytester: pytest.Pytester, env: dict[str, str], *args: str) -> pytest.R
     return pytest.RunResult(proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), 0.0)
 
 
+@pytest.mark.slow
 def test_real_model_writes_code_that_runs(tmp_path: Path) -> None:
     """The embedded model answers code rows; its programs run in the sandbox and get verdicts, not errors."""
     bench = tmp_path / "code.jsonl"

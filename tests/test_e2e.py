@@ -14,12 +14,16 @@ from locollm import validate_locollm
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The real embedded model, end to end: the slow part of the suite (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def main_job(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    out = tmp_path_factory.mktemp("e2e") / "results.json"
+    folder = tmp_path_factory.mktemp("e2e")
+    out = folder / "results.json"
     cmd = [
         sys.executable,
         "-m",
@@ -32,10 +36,43 @@ def main_job(
         "-p",
         "no:cacheprovider",
         f"--llmeval-results={out}",
+        # Its own empty cache, outside the repository: every output of this run is generated here, never
+        # served from an earlier `make demo` (test_a_second_run_is_served_from_the_cache checks the cache).
+        f"--llmeval-cache-dir={folder / 'cache'}",
     ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads(out.read_text())
+
+
+def test_main_job_generated_every_output(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    cache = main_job[1]["inference_config"]["cache"]
+    # 120 generation rows (dates and sentiment), base and adapter; perplexity rows are measured, not cached.
+    assert cache["misses"] == {"base": 120, "adapter": 120} and cache["hits"] == {"base": 0, "adapter": 0}
+
+
+def test_a_second_run_is_served_from_the_cache(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    doc = main_job[1]
+    cache_dir = Path(doc["inference_config"]["cache"]["dir"])
+    out = cache_dir.parent / "second.json"
+    cmd = [sys.executable, "-m", "pytest", "--adapter=adapters/date-iso", "benchmarks/dates.jsonl", "-q"]
+    cmd += [
+        "--tb=no",
+        "-p",
+        "no:cacheprovider",
+        f"--llmeval-results={out}",
+        f"--llmeval-cache-dir={cache_dir}",
+    ]
+    subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    second = json.loads(out.read_text())
+    assert second["inference_config"]["cache"]["hits"] == {"base": 60, "adapter": 60}
+    assert second["inference_config"]["cache"]["misses"] == {"base": 0, "adapter": 0}
+    rows = {r["id"]: r["models"] for r in by_file(doc)["benchmarks/dates.jsonl"]["rows"]}
+    assert {r["id"]: r["models"] for r in by_file(second)["benchmarks/dates.jsonl"]["rows"]} == rows
 
 
 def by_file(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -171,7 +208,7 @@ def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     cmd = [sys.executable, "-m", "pytest", "--adapter", "adapters/date-iso", "benchmarks/dates.jsonl"]
     cmd += ["-k", "dates-00", "-m", "not gate", "-q", "--tb=no", "-p", "no:cacheprovider"]
-    cmd += ["--llmeval-fluency", f"--llmeval-results={out}"]
+    cmd += ["--llmeval-fluency", f"--llmeval-results={out}", f"--llmeval-cache-dir={tmp_path / 'cache'}"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     bench = by_file(json.loads(out.read_text()))["benchmarks/dates.jsonl"]

@@ -89,9 +89,10 @@ def test_plain_template_without_chat_template(tiny: LoadedModel) -> None:
     assert template_info(tokenizer)["kind"] == "plain"
 
 
-def test_real_model_batch_1_equals_batch_8_in_float32() -> None:
+@pytest.mark.slow
+def test_real_model_batch_1_equals_batch_8_in_float32(real_model: LoadedModel) -> None:
     """The embedded SmolLM2 in float32: a row's output must not depend on its batch."""
-    loaded = load(ModelSpec(dtype="float32", device="cpu"))
+    loaded = real_model
     texts = prompts(loaded)
     one = generate(loaded.model, loaded.tokenizer, texts, max_new_tokens=12, batch_size=1)
     eight = generate(loaded.model, loaded.tokenizer, texts, max_new_tokens=12, batch_size=8)

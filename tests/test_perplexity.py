@@ -93,8 +93,9 @@ def test_equals_reference_loop_on_tiny_model(tiny: LoadedModel) -> None:
         assert got.perplexity == pytest.approx(math.exp(nll / count), rel=REL)
 
 
-def test_equals_reference_loop_on_embedded_model() -> None:
-    loaded = load(ModelSpec(dtype="float32", device="cpu"))
+@pytest.mark.slow
+def test_equals_reference_loop_on_embedded_model(real_model: LoadedModel) -> None:
+    loaded = real_model
     texts = TEXTS[1:4]
     result = perplexity(loaded.model, loaded.tokenizer, texts, max_length=64, stride=32)
     for text, got in zip(texts, result.texts, strict=True):

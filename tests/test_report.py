@@ -889,6 +889,7 @@ def png_rows(data: bytes, count: int) -> tuple[int, int, list[list[bytes]]]:
     return width, height, rows
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)")
 def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     doc = real_document()
@@ -959,6 +960,7 @@ def free_port() -> int:
         return port
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="headless Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",

@@ -9,6 +9,12 @@ attack that would harm the test run itself (a fork bomb, killing pytest) is then
 
 "No process behind" is checked, not assumed: each hostile program first re-executes itself with a unique
 marker in its argv, which every fork inherits; after the run, /proc is scanned for that marker.
+
+Strict means strict: where bubblewrap is installed, or where LLMEVAL_REQUIRE_STRICT=1 (CI sets it), a strict
+isolation that detect() does not give fails the strict tests instead of skipping them, so that a bug in
+detection cannot turn ~30 tests into skips on a green run. LLMEVAL_REQUIRE_STRICT=0 allows the skip (a
+container that has bwrap but no user namespaces). Tests that accept either level record the level they got
+(a JUnit property `isolation_level`) and have a partner that requires strict.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import strict_required
 
 from pytest_llmeval import sandbox as sandbox_module
 from pytest_llmeval.sandbox import (
@@ -46,6 +53,9 @@ from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.code_execution import score
 
 TIMEOUT = 1.0  # seconds per case: short, to keep the suite fast; the bound asserted is TIMEOUT + 1
+
+
+STRICT_REQUIRED, STRICT_WHY = strict_required()
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the suite scans Linux /proc")
 
@@ -266,9 +276,16 @@ def box(request: pytest.FixtureRequest) -> Sandbox:
     """
     if request.param != "basic-uid":
         try:
-            return Sandbox(detect(request.param))
+            isolation = detect(request.param)
         except SandboxUnavailable as error:
-            pytest.skip(f"strict isolation is not available on this machine: {error}")
+            if request.param == "strict" and not STRICT_REQUIRED:
+                pytest.skip(f"strict isolation is not available on this machine ({STRICT_WHY}): {error}")
+            # Strict where it is required, and basic always (on Linux): a failure, never a skip.
+            pytest.fail(
+                f"{request.param} isolation not detected, yet required ({STRICT_WHY}): {error}", pytrace=False
+            )
+        assert isolation.level == request.param, f"detect({request.param!r}) gave {isolation}"
+        return Sandbox(isolation)
     if os.geteuid() != 0 or "unprivileged-uid" in detect("basic").layers:
         pytest.skip("basic-uid is detect('basic') itself here, or needs root")
     layers = [*sandbox_module._BASE_LAYERS, "no-new-privileges", *sandbox_module._UID_LAYERS]
@@ -282,6 +299,13 @@ def box(request: pytest.FixtureRequest) -> Sandbox:
 @pytest.fixture(scope="module")
 def isolation(box: Sandbox) -> Isolation:
     return box.isolation
+
+
+@pytest.fixture(autouse=True)
+def _record_isolation_level(request: pytest.FixtureRequest) -> None:
+    """Every test run under a sandbox says which isolation it ran under (a property in JUnit)."""
+    if "box" in request.fixturenames:
+        _say(request, "isolation_level", request.getfixturevalue("isolation").level)
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=[case.name for case in HOSTILE])
@@ -458,7 +482,11 @@ def test_the_leak_scan_sees_a_live_marked_process() -> None:
     assert not _marked_processes(marker)
 
 
-def test_isolation_says_what_it_is(isolation: Isolation) -> None:
+def test_isolation_says_what_it_is(isolation: Isolation, request: pytest.FixtureRequest) -> None:
+    """Either level, as the `box` parameter asked for it (recorded as isolation_level); strict is required
+    where STRICT_REQUIRED by the box fixture itself and by test_strict_is_detected_where_required."""
+    asked = request.node.callspec.params["box"]
+    assert isolation.level == ("strict" if asked == "strict" else "basic"), f"{asked} gave {isolation}"
     record = json.loads(json.dumps(isolation.to_json()))
     assert record["level"] == isolation.level
     assert set(isolation.layers) <= set(LAYERS) | {"user-namespace"}
@@ -470,16 +498,34 @@ def test_isolation_says_what_it_is(isolation: Isolation) -> None:
         assert isolation.reason  # basic always says why it is not strict
 
 
-def test_detect_is_cached_and_auto_prefers_strict() -> None:
+def test_detect_is_cached_and_auto_prefers_strict(request: pytest.FixtureRequest) -> None:
+    """Either level (recorded as isolation_level); test_strict_is_detected_where_required requires strict."""
     assert detect("basic") is detect("basic")
+    auto = detect("auto")
+    _say(request, "isolation_level", auto.level)
     try:
         strict = detect("strict")
-    except SandboxUnavailable:
-        assert detect("auto").level == "basic"
+    except SandboxUnavailable as error:
+        assert auto.level == "basic", f"auto gave {auto.level} although strict is unavailable: {error}"
+        assert str(error) in auto.reason, f"auto is basic, and says why: {auto.reason!r}"
     else:
-        assert detect("auto") == strict
+        assert auto == strict, f"auto gave {auto.level} although strict is available"
     with pytest.raises(ValueError, match="auto, strict, basic"):
         detect("paranoid")
+
+
+def test_strict_is_detected_where_required(request: pytest.FixtureRequest) -> None:
+    """The partner of the tests that accept either level: where strict is required, it is what we get."""
+    _say(request, "strict_required", STRICT_WHY)
+    if not STRICT_REQUIRED:
+        pytest.skip(f"strict isolation is not required here: {STRICT_WHY}")
+    try:
+        strict = detect("strict")
+    except SandboxUnavailable as error:
+        pytest.fail(f"strict isolation not detected, yet required ({STRICT_WHY}): {error}", pytrace=False)
+    assert strict.level == "strict" and set(sandbox_module._STRICT_NEEDS) <= set(strict.layers), strict
+    assert detect("auto") == strict, f"auto gave {detect('auto')}"
+    _say(request, "isolation_level", strict.level)
 
 
 def test_strict_without_bubblewrap_is_unavailable_and_auto_falls_back(
@@ -508,6 +554,11 @@ def test_limits_are_validated() -> None:
 
 
 # --- helpers -------------------------------------------------------------------------------------------
+
+
+def _say(request: pytest.FixtureRequest, name: str, value: str) -> None:
+    """A JUnit property of the running test (record_property without its warning under xunit2)."""
+    request.node.user_properties.append((name, value))
 
 
 def _score(code: str, expected: list[str], box: Sandbox, *, inputs: list[str] | None = None) -> Score:

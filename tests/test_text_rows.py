@@ -147,6 +147,7 @@ def test_a_custom_script_that_cannot_load_fails_collection(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["other.jsonl::x"])  # other files still collect
 
 
+@pytest.mark.slow
 def test_real_model_text_rows(tmp_path: Path) -> None:
     """Each text evaluation type on the embedded model: generated, scored, corpus values, no errors."""
     (tmp_path / "eval").mkdir()

@@ -212,7 +212,9 @@ def _parse(config: Mapping[str, Any]) -> _Options:
 def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """A failing row's report: the extracted answer and the normalised forms compared."""
     lines = []
-    if "extracted" in details:
+    # Only a row that extracts has an extracted answer to show; without a pattern "None" would read as a
+    # failed extraction.
+    if config.get("extract_pattern") is not None:
         lines.append(f"extracted:   {details['extracted']!r}")
     if "normalized_prediction" in details:
         lines.append(

@@ -1,0 +1,208 @@
+"""Hand-made mutants of the plugin's distinctive promises: each must make at least one test fail.
+
+    python tools/hand_mutants.py            # every mutant
+    python tools/hand_mutants.py scheduler  # the mutants whose name contains "scheduler"
+
+Each mutant is one exact text replacement in one file. It is applied to a fresh copy of the working tree
+(the files git tracks or would track, as they are now), never to the tree itself, and the tests named for
+it run in that copy (its own `pytest_llmeval` first on PYTHONPATH). A mutant is *killed* when those tests
+fail. The script prints a line per mutant and exits 1 if any survived: a test suite that still passes with
+the feature broken is not testing the feature.
+
+These complement mutmut (which mutates the pure modules operator by operator, see TESTING.md): they break
+the seams between processes, files and the sandbox, where a one-token mutation says little.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+    warm_cache: bool = False  # run the main job once in the copy first (the repository's own cache filled)
+
+
+MUTANTS = (
+    Mutant(
+        name="scheduler-off",
+        file="pytest_llmeval/distribution.py",
+        old='        if config.option.dist != "load":\n            return None',
+        new="        return None",
+        tests=("tests/test_distribution.py",),
+        why="xdist's default scheduler instead of whole chunks per worker",
+    ),
+    Mutant(
+        name="scheduler-split-rows",
+        file="pytest_llmeval/distribution.py",
+        old="                return self._keys.get(nodeid, nodeid)",
+        new="                return nodeid",
+        tests=("tests/test_distribution.py",),
+        why="every row its own scope: chunks split between workers",
+    ),
+    Mutant(
+        name="requeue-behind-gates",
+        file="pytest_llmeval/distribution.py",
+        old=(
+            "                requeued = [(s, u) for s, u in workload.items() if not all(u.values())]\n"
+            "                for scope, unit in reversed(requeued):\n"
+            "                    self.workqueue[scope] = unit\n"
+            "                    self.workqueue.move_to_end(scope, last=False)\n"
+        ),
+        new=(
+            "                self.workqueue.update(\n"
+            "                    (s, u) for s, u in workload.items() if not all(u.values())\n"
+            "                )\n"
+        ),
+        tests=("tests/test_distribution.py",),
+        why="a crashed worker's rows queued behind the gates: a gate can wait on rows queued behind it",
+    ),
+    Mutant(
+        name="sides-swapped",
+        file="pytest_llmeval/results.py",
+        old="    adapter, base = paired_scores(records)\n    return adapter, base, True, SCORE_MEASURE",
+        new="    adapter, base = paired_scores(records)\n    return base, adapter, True, SCORE_MEASURE",
+        tests=("tests/test_gate_statistics.py",),
+        why="gates and statistics compare base against adapter",
+    ),
+    Mutant(
+        name="gates-ignore-spool",
+        file="pytest_llmeval/rowstore.py",
+        old="        while self.spool is not None and len(found) + len(lost) < len(wanted):",
+        new="        while False:",
+        tests=("tests/test_gate_statistics.py",),
+        why="under -n a gate sees only the rows its own worker scored",
+    ),
+    Mutant(
+        name="plain-write",
+        file="pytest_llmeval/results.py",
+        old="    path.parent.mkdir(parents=True, exist_ok=True)\n    fd, tmp = tempfile.mkstemp(",
+        new=(
+            "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+            "    path.write_text(text, encoding='utf-8')\n"
+            "    return\n    fd, tmp = tempfile.mkstemp("
+        ),
+        tests=("tests/test_atomic_write.py",),
+        why="results.json written in place: a failed write destroys the previous file",
+    ),
+    Mutant(
+        name="strict-detection-fails",
+        file="pytest_llmeval/sandbox.py",
+        old='def detect(mode: str = "auto") -> Isolation:\n',
+        new=(
+            'def detect(mode: str = "auto") -> Isolation:\n'
+            '    if mode == "strict":\n'
+            '        raise SandboxUnavailable("mutant: strict detection always fails")\n'
+        ),
+        tests=("tests/test_sandbox.py",),
+        why="strict isolation never detected: its tests must fail, not skip",
+    ),
+    Mutant(
+        name="rows-by-suffix",
+        file="pytest_llmeval/evaluator.py",
+        old='        return name == "" or any(fnmatch.fnmatch(name, p) for p in patterns)',
+        new='        return name == "" or name.endswith(".jsonl")',
+        tests=("tests/test_run_state.py::test_rows_of_any_file_pattern_generate_in_batches",),
+        why="rows recognised by a .jsonl suffix: *.ndjson rows run one per batch under -n",
+    ),
+    Mutant(
+        name="no-lost-markers",
+        file="pytest_llmeval/rowstore.py",
+        old="        if self.spool is not None:\n            with open(self.spool / _LOST",
+        new="        if False:\n            with open(self.spool / _LOST",
+        tests=("tests/test_run_state.py::test_a_worker_killed_mid_run_loses_only_its_row",),
+        why="a killed worker's row is never settled: gates wait on it (the test's timeout kills the run)",
+    ),
+    Mutant(
+        name="e2e-served-from-cache",
+        file="tests/test_e2e.py",
+        old="        f\"--llmeval-cache-dir={folder / 'cache'}\",\n",
+        new="",
+        tests=("tests/test_e2e.py::test_main_job_generated_every_output",),
+        why="the main-job test reads the repository's warm cache and generates nothing",
+        warm_cache=True,
+    ),
+)
+
+
+def copy_tree(target: Path) -> None:
+    """The working tree's tracked and untracked-but-not-ignored files, as they are now."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for raw in listed:
+        if not raw:
+            continue
+        rel = Path(os.fsdecode(raw))
+        source = REPO / rel
+        if source.is_file():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / rel)
+
+
+def run(mutant: Mutant) -> tuple[bool, float, str]:
+    """(killed, seconds, last lines of pytest's output) for one mutant."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        path = tree / mutant.file
+        text = path.read_text(encoding="utf-8")
+        if text.count(mutant.old) != 1:
+            raise SystemExit(f"{mutant.name}: the text to replace is not in {mutant.file} exactly once")
+        path.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        if mutant.warm_cache:
+            subprocess.run(
+                [sys.executable, "-m", "pytest", "--adapter=adapters/date-iso", "benchmarks/", "-q"],
+                cwd=tree,
+                env=env,
+                capture_output=True,
+                check=False,
+            )
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        return proc.returncode not in (0, 5), time.perf_counter() - start, tail
+
+
+def main() -> int:
+    wanted = sys.argv[1:]
+    chosen = [m for m in MUTANTS if not wanted or any(w in m.name for w in wanted)]
+    survived = []
+    for mutant in chosen:
+        killed, seconds, tail = run(mutant)
+        print(f"{'killed  ' if killed else 'SURVIVED'} {mutant.name:<24} {seconds:6.1f} s  {mutant.why}")
+        if not killed:
+            survived.append(mutant.name)
+            print(f"         {tail}")
+    print(f"{len(chosen) - len(survived)} of {len(chosen)} mutants killed")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
