@@ -40,6 +40,16 @@ class XdistHooks:
                     self._keys = chunk_keys(self.collection or [], size, is_row)
                 return self._keys.get(nodeid, nodeid)
 
+            def _reschedule(self, node: Any) -> None:
+                # LoadScope shuts a worker down as soon as the queue is empty. If another worker then dies,
+                # its unfinished chunks and gates come back to the queue with no live worker to take them
+                # (xdist's replacement may never register): keep idle workers until no worker has work
+                # left; DSession shuts them all down once the tests are finished.
+                if not self.workqueue and not node.shutting_down:
+                    if any(self._pending_of(work) for work in self.assigned_work.values()):
+                        return
+                super()._reschedule(node)
+
             def remove_node(self, node: Any) -> str | None:
                 """A worker finished or crashed: requeue its unfinished rows, except the one it died on.
 

@@ -150,7 +150,7 @@ def test_which_node_runs_which_rows(pytester: pytest.Pytester) -> None:
     }
     sent = sorted(i for node in nodes for i in node.indices())
     assert sent == list(range(len(COLLECTION)))  # every item once
-    assert sched.tests_finished and all(node.shutting_down for node in nodes)
+    assert sched.tests_finished  # xdist's DSession then shuts down every worker
     # A node that ends with nothing pending did not crash.
     assert [sched.remove_node(node) for node in nodes] == [None, None]
 
@@ -273,3 +273,20 @@ def test_rows_left_by_a_crash_go_to_the_replacement_worker_before_any_gate(pytes
     assert [collection[i] for i in gw2.sent[0]] == ["a.jsonl::r1", "a.jsonl::r2"]
     run(sched, [gw1, gw2], done)
     assert sched.tests_finished
+
+
+def test_no_worker_is_shut_down_while_another_still_has_work(pytester: pytest.Pytester) -> None:
+    sched = scheduler(pytester)
+    gw0, gw1 = start(sched, COLLECTION)
+    done = {"gw0": 0, "gw1": 0}
+    run(sched, [gw1], done)  # gw1 runs out of work; the queue is empty, gw0 still has rows
+    assert not sched.workqueue and done["gw0"] < len(gw0.indices())
+    assert not gw1.shutting_down  # kept: if gw0 dies, what it held comes back for gw1
+    sent = len(gw1.sent)
+    sched.remove_node(gw0)
+    assert len(gw1.sent) > sent  # gw1 got back what gw0 held
+    run(sched, [gw1], done)
+    assert sched.tests_finished
+    assert sorted(COLLECTION[i] for i in gw1.indices()) == sorted(
+        n for n in COLLECTION if n not in [COLLECTION[i] for i in gw0.indices()[: done["gw0"] + 1]]
+    )

@@ -45,10 +45,12 @@ class How:
     bound: float
 
 
+# Measured alone: serial ends in ~3 s, xdist in ~6-11 s. The bounds leave room for a suite that runs
+# under -n 2 beside this test on 2 cores (a contended run is slower, not broken).
 HOWS = [
-    pytest.param(How((), group=False, bound=10.0), id="serial"),
-    pytest.param(How(("-n", "2"), group=False, bound=25.0), id="xdist-controller"),
-    pytest.param(How(("-n", "2"), group=True, bound=25.0), id="xdist-ctrl-c"),
+    pytest.param(How((), group=False, bound=30.0), id="serial"),
+    pytest.param(How(("-n", "2"), group=False, bound=60.0), id="xdist-controller"),
+    pytest.param(How(("-n", "2"), group=True, bound=60.0), id="xdist-ctrl-c"),
 ]
 STARTUP = 180.0  # seconds for the run to reach the moment of the interrupt (torch imports, a busy runner)
 MARKER_ENV = "LLMEVAL_INTERRUPT_TEST_MARKER"
@@ -262,8 +264,13 @@ def test_sigint_during_generation(
     _interrupt(run, how, request)
 
     doc, rows = _interrupted_results(tmp_path, run, before)
-    # A slow chunk was generating (on the CPU, 400 tokens a row): none of its rows can have finished.
-    assert set(rows) == fast_ids
+    if how.workers and not how.group:
+        # SIGINT to the controller alone: a worker generating a slow chunk may still finish it in the
+        # seconds before it is asked to stop, and its rows are then kept, scored (checked below).
+        assert fast_ids <= set(rows)
+    else:
+        # A slow chunk was generating (on the CPU, 400 tokens a row): none of its rows can have finished.
+        assert set(rows) == fast_ids
     for record in rows.values():
         assert record["error"] is None and record["models"]["base"]["output"], record
         assert record["models"]["base"]["score"]["value"] == 0.0, record  # scored: the tiny model is random
