@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,7 +15,7 @@ import subprocess
 import time
 import urllib.request
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
@@ -960,14 +961,9 @@ def free_port() -> int:
         return port
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="headless Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
-)
-def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
-    page = tmp_path / "report.html"
-    page.write_text(html_report(real_document()), encoding="utf-8")
+@contextlib.contextmanager
+def page_in_chromium(page: Path, profile: Path) -> Iterator[WebDriver]:
+    """A chromedriver session with `page` open in headless Chromium; closed (and the driver ended) after."""
     port = free_port()
     assert CHROMEDRIVER is not None and CHROMIUM is not None
     driver = subprocess.Popen(
@@ -983,13 +979,30 @@ def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
                 pass
             time.sleep(0.05)
         args = [a for a in CHROMIUM_FLAGS if not a.startswith(("--enable-logging", "--v="))]
-        options = {"binary": CHROMIUM, "args": [*args, f"--user-data-dir={tmp_path / 'profile'}"]}
+        options = {"binary": CHROMIUM, "args": [*args, f"--user-data-dir={profile}"]}
         capabilities = {"browserName": "chrome", "goog:chromeOptions": options}
         capabilities["goog:loggingPrefs"] = {"browser": "ALL"}
         web.session = web.call("POST", "/session", {"capabilities": {"alwaysMatch": capabilities}})[
             "sessionId"
         ]
         web.call("POST", f"/session/{web.session}/url", {"url": page.as_uri()})
+        yield web
+    finally:
+        if web.session:
+            web.call("DELETE", f"/session/{web.session}")
+        driver.terminate()
+        driver.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="headless Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
+)
+def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(html_report(real_document()), encoding="utf-8")
+    with page_in_chromium(page, tmp_path / "profile") as web:
         ids_of = "return Array.from(document.querySelectorAll('table.rows')[0].tBodies[0].rows)" + (
             ".filter(r => !r.hidden).map(r => r.cells[0].querySelector('summary').textContent.trim())"
         )
@@ -1027,8 +1040,3 @@ def test_row_table_sorts_and_filters_in_chromium(tmp_path: Path) -> None:
         assert web.run("return document.querySelector('.toolbar span').textContent") == "1 of 6 rows shown"
         logs = web.call("POST", f"/session/{web.session}/se/log", {"type": "browser"})
         assert [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")] == []
-    finally:
-        if web.session:
-            web.call("DELETE", f"/session/{web.session}")
-        driver.terminate()
-        driver.wait(timeout=10)

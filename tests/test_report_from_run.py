@@ -9,14 +9,12 @@ console error, and without running what a row says.
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import jsonl, model_args, row
-from test_report import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, WebDriver, free_port
+from test_report import CHROMEDRIVER, CHROMIUM, page_in_chromium
 
 # A prompt and an expected answer that would run script or break the table if they were not escaped.
 HOSTILE = "<script>console.error('injected')</script><img src=x onerror=console.error(1)>"
@@ -78,28 +76,7 @@ def test_report_of_a_tiny_model_run_renders_every_row(
     )
     page = pytester.path / "report.html"
 
-    port = free_port()
-    assert CHROMEDRIVER is not None and CHROMIUM is not None
-    driver = subprocess.Popen(
-        [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    web = WebDriver(port)
-    try:
-        for _ in range(100):
-            try:
-                if web.call("GET", "/status")["ready"]:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
-        flags = [a for a in CHROMIUM_FLAGS if not a.startswith(("--enable-logging", "--v="))]
-        options = {"binary": CHROMIUM, "args": [*flags, f"--user-data-dir={tmp_path / 'profile'}"]}
-        capabilities = {"browserName": "chrome", "goog:chromeOptions": options}
-        capabilities["goog:loggingPrefs"] = {"browser": "ALL"}
-        web.session = web.call("POST", "/session", {"capabilities": {"alwaysMatch": capabilities}})[
-            "sessionId"
-        ]
-        web.call("POST", f"/session/{web.session}/url", {"url": page.as_uri()})
+    with page_in_chromium(page, tmp_path / "profile") as web:
         assert web.run("return document.documentElement.dataset.js") == "ready"  # the script ran to its end
         assert web.run("return document.scripts.length") == 1  # the page's own; no row's text became one
         assert web.run("return document.images.length") == 0
@@ -137,8 +114,3 @@ def test_report_of_a_tiny_model_run_renders_every_row(
             assert verdict["status"] in ("pass", "fail", "warn", "skip")
         logs = web.call("POST", f"/session/{web.session}/se/log", {"type": "browser"})
         assert [entry for entry in logs if entry["level"] in ("SEVERE", "WARNING")] == []
-    finally:
-        if web.session:
-            web.call("DELETE", f"/session/{web.session}")
-        driver.terminate()
-        driver.wait(timeout=10)
