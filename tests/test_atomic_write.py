@@ -189,3 +189,28 @@ def _write_under_a_file_size_limit(path: Path, writer: str) -> int | None:
     )
     assert proc.returncode == 0, proc.stderr
     return int(proc.stdout) if proc.stdout.strip() else None
+
+
+@pytest.mark.parametrize("writer", WRITERS, ids=list(WRITERS))
+def test_the_temporary_file_is_made_beside_the_target(
+    tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.replace is atomic only within one filesystem: a temporary file in $TMPDIR (another mount, often
+    tmpfs) would make the rename fail with EXDEV, or a copy fall back to a plain write. So the file must be
+    made in the target's own folder, whatever TMPDIR says."""
+    elsewhere = tmp_path / "tmpdir"
+    elsewhere.mkdir()
+    monkeypatch.setenv("TMPDIR", str(elsewhere))
+    monkeypatch.setattr("tempfile.tempdir", None)  # tempfile caches the folder it read from TMPDIR
+    renamed: list[tuple[Path, Path]] = []
+    real_replace = os.replace
+
+    def recording_replace(src: Any, dst: Any) -> None:
+        renamed.append((Path(src), Path(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    path = _old_file(tmp_path / "out")
+    WRITERS[writer](path, NEW)
+    assert [(src.parent, dst) for src, dst in renamed] == [(path.parent, path)]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name] and not list(elsewhere.iterdir())

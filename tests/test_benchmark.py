@@ -23,7 +23,7 @@ from pytest_llmeval.benchmark import (
     file_hash,
     load_benchmark,
 )
-from pytest_llmeval.scorers import SCORERS
+from pytest_llmeval.scorers import SCORERS, read_benchmark
 
 REAL_VALIDATORS: dict[str, ConfigValidator] = {name: s.validate for name, s in SCORERS.items()}
 
@@ -489,3 +489,117 @@ def test_property_ids_in_order_and_lines_point_at_their_rows(
         assert json.loads(file_lines[case.line - 1].rstrip(b"\r")) == r
         assert case.evaluation_config == r.get("evaluation_config", {})
         assert case.tags == tuple(r.get("tags", []))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# details the mutation run showed were unpinned: columns, byte offsets, field rules, row validators
+
+
+def test_a_crlf_file_reports_the_same_json_column_as_an_lf_file(bench: Path) -> None:
+    # The "\r" of CRLF is stripped before parsing: left in, json would count it and move the column.
+    write_rows(bench, [row(), '{"id": '], ending="\r\n")
+    assert only_problem(bench) == (2, "invalid JSON: Expecting value (column 8)")
+
+
+def test_text_after_the_object_is_invalid_json(bench: Path) -> None:
+    # Only "\r" is stripped from a row's end: trailing garbage ("X") must not be trimmed into a valid row.
+    text = json.dumps(row(id="q2"))
+    write_rows(bench, [row(), text + "X"])
+    assert only_problem(bench) == (2, f"invalid JSON: Extra data (column {len(text) + 1})")
+
+
+def test_invalid_utf8_right_after_a_bom_names_its_own_line(bench: Path) -> None:
+    # The newlines after the bad byte must not be counted: the offset is exactly the BOM's 3 bytes.
+    bench.write_bytes(b"\xef\xbb\xbf\n\xff\n\n\n")
+    assert only_problem(bench)[0] == 2
+
+
+def test_invalid_utf8_without_a_bom_is_not_shifted_by_one(bench: Path) -> None:
+    bench.write_bytes(b"\xff\n\n\n")
+    assert only_problem(bench) == (1, "not valid UTF-8 (invalid start byte)")
+
+
+def _needs_expected_only_when_asked(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """A field rule: expected_output may be empty unless the config says "strict"; input must be given."""
+    if config.get("strict"):
+        return frozenset(), frozenset({"input"})
+    return frozenset({"input", "expected_output"}), frozenset({"input"})
+
+
+RULES = {"fake": _needs_expected_only_when_asked}
+
+
+def test_a_field_rule_lets_its_type_leave_a_field_empty(bench: Path) -> None:
+    write_rows(bench, [row(evaluation_type="fake", expected_output="", input="x")])
+    cases = load_benchmark(bench, FAKE_VALIDATORS, RULES).cases
+    assert [(c.id, c.expected_output) for c in cases] == [("q1", "")]
+
+
+def test_a_field_rule_reads_the_rows_config_and_can_require_a_field(bench: Path) -> None:
+    write_rows(
+        bench,
+        [
+            row(id="a", evaluation_type="fake", input=""),
+            row(id="b", evaluation_type="fake", expected_output="", evaluation_config={"strict": True}),
+        ],
+    )
+    with pytest.raises(BenchmarkError) as info:
+        load_benchmark(bench, FAKE_VALIDATORS, RULES)
+    assert info.value.problems == [(1, "field 'input' is empty"), (2, "field 'expected_output' is empty")]
+
+
+def test_a_field_rule_only_applies_to_its_own_type(bench: Path) -> None:
+    write_rows(bench, [row(evaluation_type="alpha", expected_output="")])
+    with pytest.raises(BenchmarkError) as info:
+        load_benchmark(bench, FAKE_VALIDATORS, RULES)
+    assert info.value.problems == [(1, "field 'expected_output' is empty")]
+
+
+def test_a_config_that_is_not_an_object_is_reported_not_passed_to_the_field_rule(bench: Path) -> None:
+    # perplexity's rule calls config.get: given a list it would crash collection instead of naming the row.
+    write_rows(bench, [row(evaluation_type="perplexity", evaluation_config=[1])])
+    with pytest.raises(BenchmarkError) as info:
+        read_benchmark(bench)
+    assert (1, "field 'evaluation_config' must be an object, got array") in info.value.problems
+
+
+def _answer_in_config(config: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+    """A row validator: the row's expected_output must be one of the config's "answers"."""
+    if obj["expected_output"] not in config.get("answers", []):
+        raise ValueError(f"expected_output {obj['expected_output']!r} is not one of the answers")
+
+
+def test_a_row_validator_sees_the_config_and_the_row(bench: Path) -> None:
+    write_rows(
+        bench,
+        [
+            row(
+                id="a", evaluation_type="fake", expected_output="B", evaluation_config={"answers": ["A", "B"]}
+            ),
+            row(
+                id="b", evaluation_type="fake", expected_output="C", evaluation_config={"answers": ["A", "B"]}
+            ),
+            row(id="c", evaluation_type="alpha", expected_output="C"),  # no validator for alpha
+        ],
+    )
+    with pytest.raises(BenchmarkError) as info:
+        load_benchmark(bench, FAKE_VALIDATORS, None, {"fake": _answer_in_config})
+    assert info.value.problems == [(2, "evaluation_config: expected_output 'C' is not one of the answers")]
+
+
+def test_unknown_field_lists_the_known_ones_comma_separated(bench: Path) -> None:
+    write_rows(bench, [row(extra=1)])
+    assert only_problem(bench) == (
+        1,
+        "unknown field 'extra' (known: id, instruction, input, expected_output, evaluation_type, "
+        "difficulty, evaluation_config, tags)",
+    )
+
+
+def test_invalid_id_message_says_what_an_id_may_hold(bench: Path) -> None:
+    write_rows(bench, [row(id="a b")])
+    assert only_problem(bench) == (
+        1,
+        "invalid id 'a b': use letters, digits and . _ + - (no spaces, '/' or '::'), "
+        "starting with a letter or digit",
+    )

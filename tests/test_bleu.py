@@ -372,3 +372,87 @@ def test_extra_whitespace_never_changes_the_score(
         score_chrf(spaced, expected, {"word_order": 2}).value
         == score_chrf(plain, expected, {"word_order": 2}).value
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# details the mutation run showed were unpinned
+
+SHORT = [("the cat sat", "the cat"), ("The Dog Ran", "the dog ran"), ("A b", "a B")]
+
+
+def test_corpus_mean_sentence_uses_effective_order_and_lowercase_like_sacrebleu() -> None:
+    references, predictions = [e for e, _ in SHORT], [p for _, p in SHORT]
+    summary = corpus_score("bleu", predictions, references, {"lowercase": True})
+    want = sacrebleu.corpus_bleu(predictions, [references], lowercase=True)
+    sentences = [_unit(sacrebleu.sentence_bleu(p, [e], lowercase=True).score) for e, p in SHORT]
+    assert summary["corpus"] == _unit(want.score)
+    assert summary["mean_sentence"] == pytest.approx(sum(sentences) / len(sentences))
+    assert (summary["prediction_length"], summary["expected_length"]) == (want.sys_len, want.ref_len)
+
+
+def test_corpus_chrf_lowercase_like_sacrebleu() -> None:
+    references, predictions = [e for e, _ in SHORT], [p for _, p in SHORT]
+    summary = corpus_score("chrf", predictions, references, {"lowercase": True})
+    metric = CHRF(lowercase=True)
+    assert summary["corpus"] == _unit(metric.corpus_score(predictions, [references]).score)
+
+
+def test_corpus_refuses_one_string_on_either_side() -> None:
+    with pytest.raises(
+        ValueError, match=r"^predictions and references must be sequences of strings, not one string$"
+    ):
+        corpus_score("bleu", "abc", ["a", "b", "c"], {})
+
+
+def test_cjk_on_one_side_only_gets_the_note() -> None:
+    note = score_bleu("猫がマットの上に座った。", "The cat sat.", {}).details["note"]
+    assert note == (
+        "tokenize 13a splits on spaces only, so a CJK sentence is one token: "
+        "use tokenize 'char' (or 'ja-mecab', 'zh') for CJK text"
+    )
+
+
+def test_chrf_details_name_the_scale_and_score() -> None:
+    details = score_chrf("a cat", "the cat", {}).details
+    assert (details["scale"], details["chrf"]) == ("0-1", score_chrf("a cat", "the cat", {}).value)
+
+
+@pytest.mark.parametrize(
+    ("validate", "config", "message"),
+    [
+        (validate_bleu, [], "evaluation_config for bleu must be a mapping, not list"),
+        (validate_chrf, [], "evaluation_config for chrf must be a mapping, not list"),
+        (validate_bleu, {"x": 1}, "unknown key 'x' in evaluation_config for bleu"),
+        (validate_chrf, {"x": 1}, "unknown key 'x' in evaluation_config for chrf"),
+        (
+            validate_bleu,
+            {"tokenize": "moses"},
+            "tokenize must be one of 13a, char, intl, ja-mecab, ko-mecab, none, zh, not 'moses' (str)",
+        ),
+        (
+            validate_bleu,
+            {"tokenize": "spm"},
+            "tokenize 'spm' downloads a SentencePiece model when first used, which a benchmark "
+            "must not need; use one of 13a, char, intl, ja-mecab, ko-mecab, none, zh",
+        ),
+        (
+            validate_chrf,
+            {"tokenize": "13a"},
+            "tokenize has no meaning for chrf (it compares character n-grams); remove it",
+        ),
+        (validate_chrf, {"word_order": 3}, "word_order must be 0 (chrF), 1 or 2 (chrF++), not 3 (int)"),
+        (validate_bleu, {"lowercase": "no"}, "lowercase must be true or false, not 'no' (str)"),
+    ],
+)
+def test_config_messages_in_full(validate: Any, config: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        validate(config)
+    assert str(info.value).startswith(message)
+
+
+def test_missing_mecab_modules_are_joined_with_and(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bleu, "_installed", lambda module: False)
+    with pytest.raises(
+        ValueError, match=r"^tokenize 'ja-mecab' needs MeCab and ipadic, which are not installed"
+    ):
+        validate_bleu({"tokenize": "ja-mecab"})

@@ -272,3 +272,74 @@ def test_an_invalid_config_names_what_is_wrong_on_one_line(change: dict[str, Any
 def test_a_config_that_is_not_a_mapping() -> None:
     with pytest.raises(ValueError, match="must be a mapping, not list"):
         validate_config([])
+
+
+# --- details the mutation run showed were unpinned -------------------------------------------------------
+
+
+def test_a_block_of_only_blank_lines_is_kept_as_it_is() -> None:
+    assert extract_code("```python\n   \n```") == "   \n"
+
+
+def test_dedent_removes_the_indent_all_lines_share_even_when_they_differ() -> None:
+    assert extract_code("```python\n    x = 1\n   y = 2\n```") == " x = 1\ny = 2\n"
+
+
+def test_harness_failures_and_skipped_cases_keep_the_record_shape() -> None:
+    box = ScriptedSandbox(
+        OSError("fork failed"), ran("1", signal=signal.SIGTERM), ran("", compile_error=True)
+    )
+    result = score("code", "", config(("", "1"), ("", "1"), ("", "1"), ("", "1")), sandbox=box)
+    failure, signalled, compiled, skipped = result.details["cases"]
+    assert failure == {
+        "index": 0,
+        "verdict": "sandbox_error",
+        "elapsed": 0.0,
+        "exit_code": None,
+        "signal": None,
+        "stdout": "",
+        "stderr": "",
+        "reason": "OSError: fork failed",
+    }
+    assert (signalled["index"], signalled["signal"]) == (1, 15)
+    assert compiled["index"] == 2
+    # not run: compiling is deterministic, so the record is copied, with its own index and no time
+    assert skipped == {**compiled, "index": 3, "elapsed": 0.0}
+    assert result.details["passed_cases"] == 1 and result.details["counted_cases"] == 3
+    assert len(box.calls) == 3
+
+
+def test_an_output_of_exactly_the_excerpt_length_is_kept_whole() -> None:
+    box = ScriptedSandbox(ran("a" * 500))
+    assert score("code", "", config(("", "x")), sandbox=box).details["cases"][0]["stdout"] == "a" * 500
+
+
+def test_a_long_output_keeps_its_head_and_tail_around_a_marker() -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(2000))
+    box = ScriptedSandbox(ran(text))
+    excerpt = score("code", "", config(("", "x")), sandbox=box).details["cases"][0]["stdout"]
+    assert excerpt == text[:246] + "\n[...]\n" + text[-247:]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"language": None},
+            "language is required in evaluation_config for code_execution (only 'python' runs)",
+        ),
+        ({"language": "java"}, "language must be 'python' (the only one the sandbox runs), not 'java' (str)"),
+        (
+            {"test_cases": None},
+            "test_cases is required: a non-empty list of {input, expected_output} objects",
+        ),
+        ({"test_cases": "1 -> 2"}, "test_cases must be a non-empty list of objects, not '1 -> 2' (str)"),
+        ({"test_cases": []}, "test_cases must not be empty: a row with no case could never fail"),
+        ({"test_cases": [3]}, "test_cases[0] must be an object with input and expected_output, not 3 (int)"),
+    ],
+)
+def test_config_messages_in_full(change: dict[str, Any], message: str) -> None:
+    bad = {key: value for key, value in {**config(("1", "2")), **change}.items() if value is not None}
+    with pytest.raises(ValueError) as error:
+        validate_config(bad)
+    assert str(error.value) == message

@@ -152,7 +152,10 @@ def test_valid_configs_pass(config: dict[str, Any]) -> None:
         ({"script": "C:\\eval\\x.py"}, "script must be relative to the benchmark file"),
         ({"script": "eval/custom_eval"}, "script must be a .py file"),
         ({"script": "e.py", "function": "not a name"}, "function must be the name of a function"),
-        ({"script": "e.py", "function": 1}, "function must be the name"),
+        (
+            {"script": "e.py", "function": 1},
+            "function must be the name of a function in the script, not 1 (int)",
+        ),
         ({"script": "e.py", "threshold": 2}, "threshold"),
         ({"script": "e.py", "max_new_tokens": 0}, "max_new_tokens"),
         ({"script": "e.py", "fn": "evaluate"}, "unknown key 'fn' in evaluation_config for custom"),
@@ -362,3 +365,76 @@ def test_any_float_in_range_passes_through_and_others_are_refused(value: float) 
     else:
         with pytest.raises(ValueError, match=r"it must return a number in \[0, 1\]"):
             score("a", "b", CONFIG, function=constant)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# details the mutation run showed were unpinned
+
+
+def test_a_config_that_is_not_a_mapping_names_its_type() -> None:
+    with pytest.raises(ValueError, match=r"^evaluation_config for custom must be a mapping, not list$"):
+        validate_config([])  # type: ignore[arg-type]
+
+
+def test_only_public_callables_are_suggested_for_a_missing_function(tmp_path: Path) -> None:
+    # A private helper or a constant is never what the benchmark meant to name.
+    _write(tmp_path / "eval" / "custom_eval.py", "def _evaluate(g, e):\n    return 1.0\n\nevaluates = 3\n")
+    with pytest.raises(ValueError) as info:
+        load_for_config(CONFIG, tmp_path)
+    assert str(info.value) == "eval/custom_eval.py has no function 'evaluate'"
+
+
+def test_a_builtin_without_a_signature_is_accepted_at_load(tmp_path: Path) -> None:
+    # inspect.signature(max) raises: the arity check is skipped, and the call itself will tell.
+    _write(tmp_path / "eval" / "custom_eval.py", "evaluate = max\n")
+    assert load_for_config(CONFIG, tmp_path) is max
+
+
+def test_load_function_imports_a_script_without_the_py_suffix(tmp_path: Path) -> None:
+    # load_function takes any path; spec_from_file_location alone finds no loader for a name without .py.
+    script = _write(tmp_path / "grader", "def evaluate(g, e):\n    return 0.75\n")
+    assert load_function(script, "evaluate")("a", "b") == 0.75
+
+
+def test_an_edited_script_drops_its_previous_module(bench: Path) -> None:
+    script = bench / "eval" / "custom_eval.py"
+    old = _load(bench, "evaluate").__module__
+    before = script.stat().st_mtime_ns
+    script.write_text(SCRIPT + "\n")
+    os.utime(script, ns=(before + 1_000_000_000, before + 1_000_000_000))
+    new = _load(bench, "evaluate").__module__
+    assert new != old
+    assert new in sys.modules and old not in sys.modules
+
+
+class _Grader:
+    """A callable object: no __code__, so no script line can be named."""
+
+    def __call__(self, generated: str, expected: str) -> float:
+        raise RuntimeError("no model")
+
+
+def test_a_raising_callable_without_code_is_reported_without_a_line() -> None:
+    with pytest.raises(ValueError) as info:
+        score("a", "b", CONFIG, function=_Grader())
+    assert str(info.value) == "evaluate in eval/custom_eval.py raised RuntimeError: no model"
+
+
+def test_a_function_that_cannot_be_called_is_reported_without_a_line() -> None:
+    # The TypeError comes from the call itself: no frame of the function is in the traceback.
+    def one_argument(generated: str) -> float:
+        return 1.0
+
+    with pytest.raises(ValueError) as info:
+        score("a", "b", CONFIG, function=one_argument)  # type: ignore[arg-type]
+    assert str(info.value).startswith("evaluate in eval/custom_eval.py raised TypeError: ")
+    assert "(line" not in str(info.value)
+
+
+def test_an_exception_without_a_message_is_named_alone() -> None:
+    def silent(generated: str, expected: str) -> float:
+        raise KeyError
+
+    with pytest.raises(ValueError) as info:
+        score("a", "b", CONFIG, function=silent)
+    assert re.fullmatch(r"evaluate in eval/custom_eval.py raised KeyError \(line \d+\)", str(info.value))

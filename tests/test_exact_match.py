@@ -445,3 +445,51 @@ def test_extract_without_groups_returns_the_whole_match(before: str, needle: str
 @given(st.text(alphabet="abc"))
 def test_extract_none_exactly_when_the_pattern_is_absent(text: str) -> None:
     assert (extract(text, "ab") is None) == ("ab" not in text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# full messages: the user is told which field is wrong, what it holds and what is allowed
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (["threshold"], "evaluation_config for exact_match must be a mapping, not list"),
+        (
+            {"zzz": 1},
+            "unknown key 'zzz' in evaluation_config for exact_match; known: case_sensitive, extract_match, "
+            "extract_pattern, max_new_tokens, normalize, percent, threshold",
+        ),
+        ({"extract_pattern": 3}, "extract_pattern must be a string, not 3 (int)"),
+        (
+            {"extract_pattern": ""},
+            "extract_pattern must not be empty (it would match the empty string everywhere)",
+        ),
+        ({"extract_match": "middle"}, "extract_match must be 'first' or 'last', not 'middle' (str)"),
+        ({"normalize": "yes"}, "normalize must be true or false, not 'yes' (str)"),
+        ({"percent": 1}, "percent must be true or false, not 1 (int)"),
+        (
+            {"percent": True, "normalize": False},
+            "percent: true needs normalize: true (percent is part of normalisation)",
+        ),
+    ],
+)
+def test_invalid_config_messages_in_full(config: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        validate_config(config)
+    assert str(info.value) == message
+
+
+def test_percent_of_a_tiny_number_is_written_out_not_in_scientific_notation() -> None:
+    # str(Decimal) would give "1E-9"; the answer must stay comparable to a plain "0.000000001".
+    assert normalize("0.0000001%", percent=True) == "0.000000001"
+
+
+def test_failed_extraction_records_the_normalised_expected_answer() -> None:
+    result = score("no digits here", " 42. ", {"extract_pattern": r"\d+"})
+    assert result.value == 0.0
+    assert result.details == {
+        "extracted": None,
+        "reason": "extract_pattern matched nothing",
+        "normalized_expected": "42",
+    }

@@ -207,3 +207,26 @@ def test_ascii_case_never_changes_the_score(text: str, expected: str) -> None:
 @given(_SHORT)
 def test_normalize_is_idempotent(text: str) -> None:
     assert normalize(normalize(text)) == normalize(text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# full messages and the public defaults
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (["threshold"], "evaluation_config for fuzzy must be a mapping, not list"),
+        ({"normalize": "yes"}, "normalize must be true or false, not 'yes' (str)"),
+        ({"case_sensitive": 0}, "case_sensitive must be true or false, not 0 (int)"),
+    ],
+)
+def test_invalid_config_messages_in_full(config: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        validate_config(config)
+    assert str(info.value) == message
+
+
+def test_normalize_folds_case_by_default() -> None:
+    assert normalize("  Straße  ROAD ") == "strasse road"
+    assert normalize("  Straße  ROAD ", case_sensitive=True) == "Straße ROAD"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 
 from pytest_llmeval.benchmark import Case, load_benchmark
 from pytest_llmeval.gates import (
+    _EPS,
     GATES,
     TrainingRow,
     Verdict,
@@ -81,6 +85,33 @@ def _train(*rows: tuple[str, str]) -> list[TrainingRow]:
     return [TrainingRow(instruction=i, input=inp, line=n) for n, (i, inp) in enumerate(rows, start=1)]
 
 
+def _made(**changes: Any) -> PairedComparison:
+    """A hand-made comparison with round numbers: messages checked in full, any field set exactly."""
+    cmp = PairedComparison(
+        n=40,
+        kind="binary",
+        mean_adapter=0.75,
+        mean_base=0.5,
+        difference=0.25,
+        ci_low=0.125,
+        ci_high=0.375,
+        confidence=0.95,
+        test="mcnemar_exact",
+        statistic=12.0,
+        p_value=0.01,
+        wilcoxon_p=None,
+        effect_size=0.5,
+        effect_size_pooled=0.5,
+        discordant=(12, 2),
+        alpha=0.05,
+        significant=True,
+        min_detectable_difference=0.2,
+        n_for_10_points=300,
+        t_statistic=3.0,
+    )
+    return dataclasses.replace(cmp, **changes)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Verdict
 
@@ -104,6 +135,16 @@ def test_verdict_refuses_unknown_gate_and_status() -> None:
     with pytest.raises(ValueError, match="unknown gate 'sizes'"):
         Verdict("sizes", "pass", "m")
     assert "held_out" in GATES
+
+
+def test_verdict_errors_list_the_known_gates_and_statuses() -> None:
+    known_gates = (
+        "better_than_base, no_degradation, no_regression, size, difficulty_mix, edge_cases, held_out"
+    )
+    with pytest.raises(ValueError, match=re.escape(f"unknown gate 'sizes' (known: {known_gates})")):
+        Verdict("sizes", "pass", "m")
+    with pytest.raises(ValueError, match=re.escape("unknown status 'ok' (known: pass, warn, fail, skip)")):
+        Verdict("size", "ok", "m")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -173,6 +214,82 @@ def test_better_than_base_skip_and_bad_mode() -> None:
         better_than_base(None, mode="loose")
 
 
+_BETTER = "adapter 0.750 vs base 0.500: +0.250 (95% CI +0.125 to +0.375)"
+_TIE: dict[str, Any] = {
+    "mean_adapter": 0.5,
+    "difference": 0.0,
+    "ci_low": -0.125,
+    "ci_high": 0.125,
+    "p_value": 1.0,
+}
+_SAME = "adapter 0.500 vs base 0.500: +0.000 (95% CI -0.125 to +0.125)"
+_NOT_SIGNIFICANTLY = (
+    f"adapter is better than base but not significantly: {_BETTER}, McNemar exact p=0.25 >= 0.05"
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "changes", "status", "message"),
+    [
+        ("significant", {}, "pass", f"{_BETTER}, McNemar exact p=0.01 < 0.05"),
+        # 0.0496 shown as "0.05 < 0.05" would contradict itself: the p-value gets the digits it needs.
+        ("significant", {"p_value": 0.0496}, "pass", f"{_BETTER}, McNemar exact p=0.0496 < 0.05"),
+        ("significant", _TIE, "fail", f"adapter is not better than base: {_SAME}, McNemar exact p=1"),
+        (
+            "significant",
+            {"p_value": 0.25},
+            "fail",
+            f"{_NOT_SIGNIFICANTLY}; this benchmark can only detect differences >= 0.200 at n=40 "
+            "(about 300 rows would detect 0.10)",
+        ),
+        (
+            "significant",
+            {"p_value": 0.25, "n_for_10_points": None},
+            "fail",
+            f"{_NOT_SIGNIFICANTLY}; this benchmark can only detect differences >= 0.200 at n=40",
+        ),
+        (
+            "significant",
+            {"p_value": 0.25, "min_detectable_difference": None, "n_for_10_points": None},
+            "fail",
+            _NOT_SIGNIFICANTLY,
+        ),
+        ("point", {}, "pass", f"{_BETTER}; better on the point estimate (McNemar exact p=0.01 < 0.05)"),
+        (
+            "point",
+            {"p_value": 0.25},
+            "pass",
+            f"{_BETTER}; better on the point estimate (not significant: McNemar exact p=0.25 >= 0.05)",
+        ),
+        ("point", _TIE, "fail", f"adapter is not better than base on the point estimate: {_SAME}"),
+    ],
+)
+def test_better_than_base_each_verdict_has_its_full_message_and_details(
+    mode: str, changes: dict[str, Any], status: str, message: str
+) -> None:
+    cmp = _made(**changes)
+    verdict = better_than_base(cmp, mode=mode)
+    assert (verdict.status, verdict.message) == (status, message)
+    assert verdict.details == {"mode": mode, "comparison": cmp.to_json()}
+
+
+@pytest.mark.parametrize("mode", ["significant", "point"])
+def test_better_than_base_skip_records_the_mode(mode: str) -> None:
+    verdict = better_than_base(None, mode=mode)
+    assert (verdict.status, verdict.message, verdict.details) == (
+        "skip",
+        "no adapter: nothing to compare",
+        {"mode": mode},
+    )
+
+
+@pytest.mark.parametrize("mode", ["significant", "point"])
+def test_better_than_base_a_difference_of_eps_is_rounding_not_improvement(mode: str) -> None:
+    # Within _EPS of zero counts as zero, even with a tiny p-value: the adapter is not better.
+    cmp = _made(difference=_EPS, p_value=0.001)
+    assert better_than_base(cmp, mode=mode).status == "fail"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # no_degradation: drop = base - adapter; drop <= 0.05 pass, <= 0.10 warn, above fail. A drop within 1e-9 of a
 # threshold counts as at it (0.85 - 0.90 is -0.05000000000000004 in floats), and at a threshold the milder
@@ -227,6 +344,54 @@ def test_no_degradation_custom_and_invalid_thresholds() -> None:
         no_degradation(None, warn_drop=-0.01)
 
 
+@pytest.mark.parametrize(
+    ("drop", "difference", "status", "tail"),
+    [
+        (0.2, "-0.200", "fail", "drop 0.200 > fail threshold 0.100"),
+        (0.07, "-0.070", "warn", "drop 0.070 > warn threshold 0.050 (fails above 0.100)"),
+        # Just below the fail threshold, "0.100" is on the same side of it as 0.0999: no extra digits.
+        (0.0999, "-0.100", "warn", "drop 0.100 > warn threshold 0.050 (fails above 0.100)"),
+        # Exactly _EPS past a threshold is still at it: the milder verdict, shown as the threshold itself.
+        (0.1 + _EPS, "-0.100", "warn", "drop 0.100 > warn threshold 0.050 (fails above 0.100)"),
+        (0.05 + _EPS, "-0.050", "pass", "drop 0.050 <= 0.050"),
+        (0.0499, "-0.050", "pass", "drop 0.050 <= 0.050"),
+        # Past a threshold, the drop shows the digits that put it past: 4 here, every digit a hair past.
+        (0.0501, "-0.050", "warn", "drop 0.0501 > warn threshold 0.050 (fails above 0.100)"),
+        (
+            math.nextafter(0.05 + _EPS, 1),
+            "-0.050",
+            "warn",
+            "drop 0.05000000100000001 > warn threshold 0.050 (fails above 0.100)",
+        ),
+        (0.0, "-0.000", "pass", "no drop"),
+        (-0.05, "+0.050", "pass", "no drop"),
+    ],
+)
+def test_no_degradation_each_verdict_has_its_full_message_and_details(
+    drop: float, difference: str, status: str, tail: str
+) -> None:
+    cmp = _made(mean_adapter=0.85, mean_base=0.9, difference=-drop, ci_low=-0.1, ci_high=0.0)
+    verdict = no_degradation(cmp)
+    assert verdict.status == status
+    assert verdict.message == f"adapter 0.850 vs base 0.900: {difference} (95% CI -0.100 to +0.000): {tail}"
+    assert verdict.details == {"drop": drop, "warn_drop": 0.05, "fail_drop": 0.1, "comparison": cmp.to_json()}
+
+
+def test_no_degradation_skip_without_adapter_has_message_and_empty_details() -> None:
+    verdict = no_degradation(None)
+    assert (verdict.status, verdict.message, verdict.details) == (
+        "skip",
+        "no adapter: nothing to compare",
+        {},
+    )
+
+
+def test_no_degradation_invalid_thresholds_name_both_values() -> None:
+    expected = "no_degradation needs 0 <= warn_drop <= fail_drop, got warn_drop=0.1, fail_drop=0.05"
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        no_degradation(None, warn_drop=0.1, fail_drop=0.05)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # no_regression
 
@@ -263,6 +428,99 @@ def test_no_regression_skips() -> None:
     )
     none = no_regression(None, previous_version=None, comparable=True)
     assert (none.status, none.message) == ("skip", "no previous results to compare against")
+
+
+_WORSE: dict[str, Any] = {
+    "mean_adapter": 0.5,
+    "mean_base": 0.75,
+    "difference": -0.25,
+    "ci_low": -0.375,
+    "ci_high": -0.125,
+}
+_LOWER = "current 0.500 vs previous version 0.1.0 0.750: -0.250 (95% CI -0.375 to -0.125)"
+
+
+@pytest.mark.parametrize(
+    ("previous_version", "changes", "status", "message"),
+    [
+        ("0.1.0", _WORSE, "fail", f"significant regression: {_LOWER}, McNemar exact p=0.01 < 0.05"),
+        (
+            "0.1.0",
+            {**_WORSE, "p_value": 0.0496},
+            "fail",
+            f"significant regression: {_LOWER}, McNemar exact p=0.0496 < 0.05",
+        ),
+        (
+            "0.1.0",
+            {**_WORSE, "test": "paired_t", "kind": "continuous"},
+            "fail",
+            f"significant regression: {_LOWER}, paired t-test p=0.01 < 0.05",
+        ),
+        (
+            None,
+            {**_WORSE, "p_value": 0.25},
+            "pass",
+            "current 0.500 vs previous results 0.750: -0.250 (95% CI -0.375 to -0.125): "
+            "lower but not significantly, McNemar exact p=0.25 >= 0.05",
+        ),
+        (
+            "v2",
+            {},
+            "pass",
+            "current 0.750 vs previous version v2 0.500: +0.250 (95% CI +0.125 to +0.375): no regression",
+        ),
+        (
+            "v2",
+            _TIE,
+            "pass",
+            "current 0.500 vs previous version v2 0.500: +0.000 (95% CI -0.125 to +0.125): no regression",
+        ),
+        # A difference of -_EPS is rounding, not a regression, however small the p-value.
+        (
+            "v2",
+            {**_TIE, "difference": -_EPS, "p_value": 0.001},
+            "pass",
+            "current 0.500 vs previous version v2 0.500: -0.000 (95% CI -0.125 to +0.125): no regression",
+        ),
+        (
+            "v2",
+            {**_TIE, "difference": -_EPS, "p_value": 0.25},
+            "pass",
+            "current 0.500 vs previous version v2 0.500: -0.000 (95% CI -0.125 to +0.125): no regression",
+        ),
+    ],
+)
+def test_no_regression_each_verdict_has_its_full_message_and_details(
+    previous_version: str | None, changes: dict[str, Any], status: str, message: str
+) -> None:
+    cmp = _made(**changes)
+    verdict = no_regression(cmp, previous_version=previous_version, comparable=True)
+    assert (verdict.status, verdict.message) == (status, message)
+    assert verdict.details == {
+        "previous_version": previous_version,
+        "comparable": True,
+        "comparison": cmp.to_json(),
+    }
+
+
+def test_no_regression_p_exactly_alpha_is_not_significant() -> None:
+    # Reachable with real data: McNemar on 2 discordant rows, both against the adapter, gives p = 0.5.
+    cmp = compare_paired([0, 0], [1, 1], alpha=0.5, n_boot=50)
+    assert (cmp.difference, cmp.p_value) == (-1.0, 0.5)
+    verdict = no_regression(cmp, previous_version=None, comparable=True)
+    assert verdict.status == "pass"
+    assert "lower but not significantly, McNemar exact p=0.5 >= 0.5" in verdict.message
+
+
+def test_no_regression_skips_carry_their_details() -> None:
+    changed = no_regression(_made(), previous_version="0.1.0", comparable=False, reason="hash changed")
+    assert changed.details == {"previous_version": "0.1.0", "comparable": False, "reason": "hash changed"}
+    default = no_regression(_made(), previous_version=None, comparable=False)
+    why = "the benchmark changed since the previous results"
+    assert (default.status, default.message) == ("skip", f"scores are not comparable: {why}")
+    assert default.details == {"previous_version": None, "comparable": False, "reason": why}
+    none = no_regression(None, previous_version="0.1.0", comparable=True)
+    assert none.details == {"previous_version": "0.1.0", "comparable": True}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -313,6 +571,8 @@ def test_difficulty_mix_unknown_level_and_empty() -> None:
         ({"tolerance": -0.1}, "tolerance must be within"),
         ({"target": {"easy": 0.5, "hard": 0.2}}, "sum to 1"),
         ({"target": {"easy": 1.5, "hard": -0.5}}, "within \\[0, 1\\]"),
+        # Within the sum's rounding allowance of 1, but a share above 1 is still refused.
+        ({"target": {"easy": 1.0000005}}, "within \\[0, 1\\]"),
     ],
 )
 def test_difficulty_mix_invalid_settings(kwargs: dict[str, object], match: str) -> None:
@@ -336,6 +596,115 @@ def test_edge_cases_boundary() -> None:
     assert (short.status, short.message) == ("fail", "4 of 19 rows tagged 'edge', fewer than the minimum 5")
     assert short.details["ids"] == ["r1", "r2", "r3", "r4"]
     assert edge_cases(cases, tag="dates", minimum=15).status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "minimum", "status", "message"),
+    [
+        (50, 50, "pass", "benchmark has 50 rows (minimum 50)"),
+        (49, 50, "fail", "benchmark has 49 rows, fewer than the minimum 50"),
+        (0, 50, "fail", "benchmark has 0 rows, fewer than the minimum 50"),
+        (0, 0, "pass", "benchmark has 0 rows (minimum 0)"),
+        (1, 0, "pass", "benchmark has 1 rows (minimum 0)"),
+    ],
+)
+def test_size_each_verdict_has_its_full_message_and_details(
+    n_rows: int, minimum: int, status: str, message: str
+) -> None:
+    verdict = size(n_rows, minimum=minimum)
+    assert (verdict.status, verdict.message) == (status, message)
+    assert verdict.details == {"n_rows": n_rows, "minimum": minimum}
+
+
+def test_size_negative_arguments_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"^size minimum must be >= 0, got -1$"):
+        size(10, minimum=-1)
+    with pytest.raises(ValueError, match=r"^n_rows must be >= 0, got -1$"):
+        size(-1)
+
+
+@pytest.mark.parametrize(
+    ("counts", "options", "message"),
+    [
+        (
+            {"easy": 30, "medium": 50, "hard": 20},
+            {},
+            "easy 30% (target 30%), medium 50% (target 50%), hard 20% (target 20%): "
+            "within 15 points of target",
+        ),
+        # A level present with 0 rows is on its target of 0%, not off it.
+        (
+            {"easy": 3, "medium": 5, "hard": 2, "expert": 0},
+            {},
+            "easy 30% (target 30%), medium 50% (target 50%), hard 20% (target 20%), expert 0% (target 0%): "
+            "within 15 points of target",
+        ),
+        (
+            {"easy": 3, "medium": 5, "hard": 2},
+            {"tolerance": 0.0},
+            "easy 30% (target 30%), medium 50% (target 50%), hard 20% (target 20%): "
+            "within 0 points of target",
+        ),
+        # Target levels missing from the counts have 0 rows.
+        (
+            {"hard": 10},
+            {"tolerance": 1.0},
+            "easy 0% (target 30%), medium 0% (target 50%), hard 100% (target 20%): "
+            "within 100 points of target",
+        ),
+        (
+            {"easy": 4},
+            {"target": {"easy": 1.0, "hard": 0.0}},
+            "easy 100% (target 100%), hard 0% (target 0%): within 15 points of target",
+        ),
+    ],
+)
+def test_difficulty_mix_pass_has_its_full_message_and_details(
+    counts: dict[str, int], options: dict[str, Any], message: str
+) -> None:
+    verdict = difficulty_mix(counts, **options)
+    assert (verdict.status, verdict.message) == ("pass", message)
+    target = options.get("target", {"easy": 0.3, "medium": 0.5, "hard": 0.2})
+    total = sum(counts.values())
+    levels = list(target) + sorted(set(counts) - set(target))
+    assert verdict.details == {
+        "counts": counts,
+        "shares": {level: counts.get(level, 0) / total for level in levels},
+        "target": target,
+        "tolerance": options.get("tolerance", 0.15),
+        "off_target": [],
+    }
+
+
+def test_difficulty_mix_eps_past_the_tolerance_is_still_at_it() -> None:
+    # 0.75 - 0.5 is exactly (0.25 - _EPS) + _EPS: the inclusive edge of the rounding allowance.
+    verdict = difficulty_mix({"easy": 3, "hard": 1}, target={"easy": 0.5, "hard": 0.5}, tolerance=0.25 - _EPS)
+    assert (verdict.status, verdict.details["off_target"]) == ("pass", [])
+
+
+def test_difficulty_mix_skip_without_rows_keeps_the_counts() -> None:
+    verdict = difficulty_mix({"easy": 0, "hard": 0})
+    assert (verdict.status, verdict.message, verdict.details) == (
+        "skip",
+        "no rows: no difficulty mix to check",
+        {"counts": {"easy": 0, "hard": 0}},
+    )
+
+
+def test_difficulty_mix_negative_count_is_refused_with_the_counts() -> None:
+    with pytest.raises(ValueError, match=r"^difficulty counts must be >= 0, got \{'easy': -1\}$"):
+        difficulty_mix({"easy": -1})
+
+
+def test_edge_cases_pass_details_and_minimum_zero() -> None:
+    cases = [_case(f"r{i}", tags=["edge"] if i < 5 else ["dates"]) for i in range(20)]
+    verdict = edge_cases(cases)
+    assert verdict.details == {"tag": "edge", "minimum": 5, "count": 5, "ids": ["r0", "r1", "r2", "r3", "r4"]}
+    empty = edge_cases([], minimum=0)
+    assert (empty.status, empty.message) == ("pass", "0 of 0 rows tagged 'edge' (minimum 0)")
+    assert empty.details == {"tag": "edge", "minimum": 0, "count": 0, "ids": []}
+    with pytest.raises(ValueError, match=r"^edge_cases minimum must be >= 0, got -1$"):
+        edge_cases([], minimum=-1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -510,6 +879,140 @@ def test_ngram_index_finds_what_a_full_scan_finds(
             if wanted and len(wanted & grams(text, k)) >= share * len(wanted) - 1e-9:
                 expected.append(i)
         assert index.matching(text, share) == expected
+
+
+_SETTINGS = {"ngram": 3, "max_overlap": 0.8, "max_number_share": 1 / 3}
+
+
+def test_held_out_skip_and_pass_carry_the_settings() -> None:
+    skip = held_out([_case()], [])
+    assert skip.details == _SETTINGS
+    verdict = held_out([_case("u1", inp="Jan 5th, 2024")], _train(("Say hi.", "")))
+    assert (verdict.status, verdict.message) == (
+        "pass",
+        "none of 1 benchmark rows against 1 training rows is a duplicate or near duplicate",
+    )
+    assert verdict.details == {**_SETTINGS, "training_rows": 1, "exact": [], "near": []}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"ngram": 1}, {"max_overlap": 1.0}, {"max_number_share": 0.0}, {"max_number_share": 1.0}],
+)
+def test_held_out_accepts_settings_at_the_ends_of_their_range(options: dict[str, Any]) -> None:
+    verdict = held_out([_case("u1", inp="Jan 5th, 2024")], _train(("Say hi.", "")), **options)
+    assert verdict.status == "pass"
+    assert verdict.details == {**_SETTINGS, **options, "training_rows": 1, "exact": [], "near": []}
+
+
+def test_held_out_max_overlap_above_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=re.escape("held_out max_overlap must be within (0, 1], got 1.5")):
+        held_out([], [], max_overlap=1.5)
+
+
+def test_held_out_exact_message_in_full_with_and_without_near_duplicates() -> None:
+    exact_only = held_out([_case("d1", inp="August 24, 2003")], _train((INSTRUCTION, "August 24, 2003")))
+    assert exact_only.message == (
+        "1 of 1 benchmark rows against 1 training rows appear in the training data: d1 (training line 1)"
+    )
+    cases = [_case("d1", inp="August 24, 2003"), _case("n1", "Summarise this.", LONG_INPUT)]
+    both = held_out(cases, _train((INSTRUCTION, "August 24, 2003"), ("Summary?", LONG_INPUT + " today")))
+    assert both.message == (
+        "1 of 2 benchmark rows against 2 training rows appear in the training data: d1 (training line 1); "
+        "1 more are near duplicates"
+    )
+
+
+def test_held_out_message_counts_training_lines_beyond_the_first_three() -> None:
+    verdict = held_out([_case("d1", inp="August 24, 2003")], _train(*[(INSTRUCTION, "August 24, 2003")] * 4))
+    assert verdict.message.endswith(": d1 (training lines 1, 2, 3 +1)")
+    assert verdict.details["exact"][0]["training_lines"] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("rows", "listed"),
+    [
+        (
+            5,
+            "d0 (training line 1), d1 (training line 2), d2 (training line 3), d3 (training line 4), "
+            "d4 (training line 5)",
+        ),
+        (
+            6,
+            "d0 (training line 1), d1 (training line 2), d2 (training line 3), d3 (training line 4), "
+            "d4 (training line 5), and 1 more",
+        ),
+    ],
+)
+def test_held_out_message_names_five_rows_then_counts_the_rest(rows: int, listed: str) -> None:
+    dates = [f"August {day}, 2003" for day in range(1, rows + 1)]
+    verdict = held_out(
+        [_case(f"d{i}", inp=d) for i, d in enumerate(dates)], _train(*[(INSTRUCTION, d) for d in dates])
+    )
+    assert verdict.message == (
+        f"{rows} of {rows} benchmark rows against {rows} training rows appear in the training data: {listed}"
+    )
+
+
+def test_held_out_near_duplicate_by_both_rules_names_both() -> None:
+    cases = [_case("n1", "Summarise this.", f"{LONG_INPUT} in 2021")]
+    verdict = held_out(cases, _train(("Summarise this.", f"{LONG_INPUT} in 2020")))
+    assert verdict.message == (
+        "1 of 1 benchmark rows against 1 training rows are near duplicates: "
+        "n1 (training line 1; 3-gram overlap, numbers masked)"
+    )
+
+
+def test_held_out_masks_numbers_that_are_exactly_the_allowed_share() -> None:
+    # One number in three words is exactly max_number_share = 1/3: "at most" includes it.
+    cases = [_case("y1", "Where was she born?", "born in 1997")]
+    verdict = held_out(cases, _train(("Where was she born?", "born in 2018")))
+    assert verdict.message == (
+        "1 of 1 benchmark rows against 1 training rows are near duplicates: "
+        "y1 (training line 1; numbers masked)"
+    )
+
+
+def test_held_out_compares_an_instruction_only_row_by_its_instruction() -> None:
+    changed = LONG_INPUT.replace("postpone", "delay")
+    verdict = held_out([_case("i1", LONG_INPUT, "")], _train((changed, "")))
+    assert verdict.status == "warn"
+    assert verdict.details["near"][0]["rules"] == ["3-gram overlap"]
+
+
+def test_held_out_short_row_inside_a_longer_training_text_is_a_near_duplicate() -> None:
+    cases = [_case("s1", "Summarise this.", "budget for repairs")]
+    verdict = held_out(cases, _train(("Summarise this.", "The council approved the budget for repairs.")))
+    assert verdict.status == "warn"
+    assert verdict.details["near"][0]["id"] == "s1"
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "training"),
+    [
+        # Leading punctuation is stripped like trailing punctuation, however many marks there are.
+        (("Convert the date.", '"August 24, 2003"'), ("Convert the date.", "August 24, 2003")),
+        (("Convert the date.", '("August 24, 2003")'), ("Convert the date.", "August 24, 2003")),
+        # Blank and punctuation-only lines vanish; a line break is whitespace like a space.
+        (
+            ("Convert the date.\nReply with the date only.", "August 24, 2003"),
+            ("Convert the date.\n\n---\nReply with the date only.", "August 24, 2003"),
+        ),
+    ],
+)
+def test_held_out_exact_despite_punctuation_and_blank_lines(
+    benchmark: tuple[str, str], training: tuple[str, str]
+) -> None:
+    verdict = held_out([_case("d1", *benchmark)], _train(training))
+    assert verdict.status == "fail"
+    assert [match["id"] for match in verdict.details["exact"]] == ["d1"]
+
+
+@pytest.mark.parametrize(("benchmark", "training"), [("Route 5", "Route 6"), ("cat", "bat")])
+def test_held_out_rows_differing_in_one_short_word_are_not_duplicates(benchmark: str, training: str) -> None:
+    # Stripping punctuation must not eat the letters or digits at the ends of a line.
+    verdict = held_out([_case("r1", "Name it.", benchmark)], _train(("Name it.", training)))
+    assert verdict.status == "pass"
 
 
 # ---------------------------------------------------------------------------------------------------------

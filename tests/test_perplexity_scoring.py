@@ -301,3 +301,39 @@ def test_composite_below_half_the_weight_has_no_value() -> None:
     assert result["value"] is None and result["present_weight"] == pytest.approx(0.1)
     assert "10% of the weight, under 50%" in result["reason"]
     assert result["metrics"]["perplexity"] == 84.15
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"threshold": 1},  # a perplexity of exactly 1 (a certain model) is a legal bound
+        {"threshold": 1.5},
+        {"threshold": 10, "max_length": 2},
+        {"threshold": 10, "stride": 1},
+        {"threshold": 10, "stride": 4},  # no max_length: the model's context decides, nothing to exceed
+        {"threshold": 10, "max_length": 8, "stride": 8},
+        {"threshold": 10, "max_length": 2, "stride": 1, "on": "reference"},
+    ],
+)
+def test_boundary_configs_pass(config: dict[str, Any]) -> None:
+    scorer.validate_config(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "perplexity needs 'threshold': the highest acceptable perplexity"),
+        (
+            {"threshold": 0.999},
+            "'threshold' must be a number >= 1 (a perplexity is never below 1), got 0.999",
+        ),
+        ({"threshold": 10, "max_length": 512.0}, "'max_length' must be an integer >= 2, got 512.0"),
+        ({"threshold": 10, "max_length": True}, "'max_length' must be an integer >= 2, got True"),
+        ({"threshold": 10, "stride": 4.0}, "'stride' must be an integer >= 1, got 4.0"),
+        ({"threshold": 10, "max_length": 8, "stride": 9}, "'stride' (9) must not exceed 'max_length' (8)"),
+    ],
+)
+def test_invalid_config_messages_in_full(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        scorer.validate_config(config)
+    assert str(info.value) == message

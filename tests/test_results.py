@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,16 +36,18 @@ from pytest_llmeval.records import (
     row_record,
 )
 from pytest_llmeval.results import (
+    COMPOSITE_MIN_WEIGHT,
     CROSS_ENTROPY_MEASURE,
     SCHEMA_VERSION,
     SCORE_MEASURE,
     build_results,
     comparison_blocks,
+    composite_score,
     perplexity_score,
     summarize,
     write_atomic,
 )
-from pytest_llmeval.scorers import Score
+from pytest_llmeval.scorers import Score, bleu
 from pytest_llmeval.scorers import perplexity as perplexity_scorer
 from pytest_llmeval.stats import compare_paired
 
@@ -1032,3 +1035,483 @@ def test_a_whole_document_round_trips_through_write_atomic(tmp_path: Path) -> No
     target = tmp_path / "results.json"
     write_atomic(target, doc)
     assert json.loads(target.read_text(encoding="utf-8")) == doc
+
+
+# ---------------------------------------------------------------------------------------------------------
+# corpus BLEU and chrF: pooled per group of metric settings, beside the sentence mean
+
+SENTENCES = [  # (expected, base output, adapter output)
+    ("the cat sat on the mat", "a cat sat on a mat", "the cat sat on the mat"),
+    ("Dogs bark at night", "dogs bark at noon", "dogs bark at night"),
+    ("it rains in Spain", "it rains in France", "rain in Spain"),
+]
+
+
+def text_row(
+    row_id: str,
+    evaluation_type: str,
+    config: Mapping[str, Any],
+    sentence: tuple[str, str, str],
+    *,
+    with_adapter: bool = True,
+) -> RowRecord:
+    """A bleu or chrf row scored by the real scorer, with its own reference and evaluation_config."""
+    expected, base_output, adapter_output = sentence
+    scorer = bleu.score_bleu if evaluation_type == "bleu" else bleu.score_chrf
+    models: dict[str, SideRecord] = {
+        BASE: {"output": base_output, "score": scorer(base_output, expected, config).to_json()}
+    }
+    if with_adapter:
+        models[ADAPTER] = {
+            "output": adapter_output,
+            "score": scorer(adapter_output, expected, config).to_json(),
+        }
+    bench = A_IN if with_adapter else A_BASE_ONLY
+    return row_record(
+        nodeid=f"{bench['name']}::{row_id}",
+        benchmark=bench,
+        case=Case(
+            id=row_id,
+            instruction="Translate.",
+            input="",
+            expected_output=expected,
+            evaluation_type=evaluation_type,
+            difficulty="easy",
+            line=1,
+            evaluation_config=dict(config),
+            tags=(),
+        ),
+        evaluated=ADAPTER if with_adapter else BASE,
+        models=models,
+    )
+
+
+def test_corpus_bleu_and_chrf_pool_their_rows_per_kind_beside_the_sentence_mean() -> None:
+    # The same settings written in another key order, with another threshold and budget: one group.
+    first = {"threshold": 0.2, "tokenize": "char", "lowercase": True}
+    second = {"lowercase": True, "tokenize": "char", "threshold": 0.9, "max_new_tokens": 8}
+    chrf_config = {"word_order": 2, "threshold": 0.5}
+    recs = [
+        text_row("b1", "bleu", first, SENTENCES[0]),
+        text_row("b2", "bleu", second, SENTENCES[1]),
+        text_row("c1", "chrf", chrf_config, SENTENCES[2]),
+        scored("x1", 1.0, 1.0),  # not a bleu or chrf row: no part of any corpus value
+    ]
+    corpus = build(recs)["benchmarks"][0]["corpus"]
+
+    settings = {"lowercase": True, "tokenize": "char"}  # what changes the metric, nothing else
+    references = [s[0] for s in SENTENCES[:2]]
+    assert corpus == {
+        "bleu": {
+            "settings": settings,
+            BASE: bleu.corpus_score("bleu", [s[1] for s in SENTENCES[:2]], references, settings),
+            ADAPTER: bleu.corpus_score("bleu", [s[2] for s in SENTENCES[:2]], references, settings),
+        },
+        "chrf": {
+            "settings": {"word_order": 2},
+            BASE: bleu.corpus_score("chrf", [SENTENCES[2][1]], [SENTENCES[2][0]], {"word_order": 2}),
+            ADAPTER: bleu.corpus_score("chrf", [SENTENCES[2][2]], [SENTENCES[2][0]], {"word_order": 2}),
+        },
+    }
+    assert corpus["bleu"][ADAPTER]["rows"] == 2 and corpus["bleu"][ADAPTER]["tokenize"] == "char"
+    assert corpus["bleu"][ADAPTER]["corpus"] == 1.0 > corpus["bleu"][BASE]["corpus"]
+
+
+def test_corpus_values_of_rows_with_other_metric_settings_are_named_by_their_settings() -> None:
+    recs = [
+        text_row("b1", "bleu", {"tokenize": "char"}, SENTENCES[0]),
+        text_row("b2", "bleu", {"tokenize": "char", "threshold": 0.1}, SENTENCES[1]),
+        text_row("b3", "bleu", {"tokenize": "13a"}, SENTENCES[2]),
+        text_row("c1", "chrf", {}, SENTENCES[2]),
+    ]
+    corpus = build(recs)["benchmarks"][0]["corpus"]
+    assert list(corpus) == ['bleu {"tokenize": "13a"}', 'bleu {"tokenize": "char"}', "chrf"]
+    char = corpus['bleu {"tokenize": "char"}']
+    assert char["settings"] == {"tokenize": "char"}
+    assert char[ADAPTER]["rows"] == 2 and corpus['bleu {"tokenize": "13a"}'][ADAPTER]["rows"] == 1
+    assert corpus["chrf"]["settings"] == {} and corpus["chrf"][BASE]["rows"] == 1
+
+
+def test_a_base_only_corpus_has_no_adapter_value_and_skipped_rows_are_left_out() -> None:
+    skipped = row_record(
+        nodeid="a.jsonl::s",
+        benchmark=A_BASE_ONLY,
+        case=case("s", evaluation_type="bleu"),
+        evaluated=BASE,
+        skipped="sacrebleu is not installed",
+    )
+    recs = [text_row("b1", "bleu", {}, SENTENCES[0], with_adapter=False), skipped]
+    corpus = build(recs, meta=BASE_META)["benchmarks"][0]["corpus"]
+    assert corpus == {
+        "bleu": {
+            "settings": {},
+            BASE: bleu.corpus_score("bleu", [SENTENCES[0][1]], [SENTENCES[0][0]], {}),
+            ADAPTER: None,
+        }
+    }
+
+
+def test_no_bleu_or_chrf_row_gives_no_corpus() -> None:
+    assert "corpus" not in build([scored("r1", 0.0, 1.0)])["benchmarks"][0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# perplexity: corpus values, window settings, per script
+
+
+def test_perplexity_summary_carries_every_corpus_value_and_the_window() -> None:
+    texts = info("wiki.jsonl", "in")
+    entry = build([ppl_row("t1", 1.0, 0.5, bench=texts), ppl_row("t2", 2.0, 1.5, bench=texts)])["benchmarks"][
+        0
+    ]
+    ppl = entry["perplexity"]
+    # Two texts of 10 tokens and 40 characters each: the base's NLL is 10 + 20 nats.
+    assert ppl[BASE] == {
+        "perplexity": pytest.approx(math.exp(1.5)),
+        "cross_entropy": pytest.approx(1.5),
+        "bits_per_token": pytest.approx(1.5 / math.log(2)),
+        "bits_per_character": pytest.approx(30.0 / math.log(2) / 80),
+        "n_texts": 2,
+        "n_tokens": 20,
+        "n_chars": 80,
+        "mean_text_perplexity": pytest.approx((math.exp(1.0) + math.exp(2.0)) / 2),
+    }
+    assert ppl[ADAPTER]["cross_entropy"] == pytest.approx(1.0)
+    assert ppl["window"] == {"max_length": 1024, "stride": 512, "first_token": "scored after BOS"}
+    assert ppl["perplexity_ratio"] == pytest.approx(math.exp(1.0 - 1.5))
+    assert ppl["cross_entropy_difference"] == pytest.approx(-0.5)
+
+
+def _text_with_scripts(cross_entropy: float, latin_chars: int, han_chars: int, chars: int) -> Score:
+    """A perplexity row's score whose text is split by script (every script is listed, 0 characters too)."""
+    nll = cross_entropy * 10
+    measurement = {
+        "perplexity": math.exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "nll": nll,
+        "n_tokens": 10,
+        "n_chars": chars,
+        "max_length": 1024,
+        "stride": 512,
+        "first_token": "scored after BOS",
+        "scripts": {
+            "latin": {"nll": nll, "n_chars": latin_chars},
+            "han": {"nll": 0.0, "n_chars": han_chars},
+        },
+    }
+    return perplexity_scorer.score_measurement(measurement, {"threshold": 1000.0})
+
+
+def test_bits_per_character_by_script_is_none_for_a_script_without_characters() -> None:
+    texts = info("wiki.jsonl", "in")
+    row = scored(
+        "t1",
+        _text_with_scripts(1.0, 40, 0, 40),
+        _text_with_scripts(0.5, 40, 0, 40),
+        bench=texts,
+        evaluation_type="perplexity",
+        outputs=(None, None),
+    )
+    by_script = build([row])["benchmarks"][0]["perplexity"][BASE]["bits_per_character_by_script"]
+    assert by_script == {
+        "latin": {"bits_per_character": pytest.approx(10.0 / math.log(2) / 40), "n_chars": 40},
+        "han": {"bits_per_character": None, "n_chars": 0},
+    }
+
+
+def test_bits_per_character_is_none_for_texts_without_characters() -> None:
+    # Tokens scored but no character counted (a text of special tokens only): no division by zero.
+    texts = info("wiki.jsonl", "in")
+    row = scored(
+        "t1",
+        _text_with_scripts(1.0, 0, 0, 0),
+        _text_with_scripts(0.5, 0, 0, 0),
+        bench=texts,
+        evaluation_type="perplexity",
+        outputs=(None, None),
+    )
+    corpus = build([row])["benchmarks"][0]["perplexity"][BASE]
+    assert corpus["bits_per_character"] is None and corpus["n_chars"] == 0
+    assert corpus["bits_per_token"] == pytest.approx(1.0 / math.log(2))
+
+
+def test_a_perplexity_row_whose_adapter_failed_is_left_out_of_the_comparison() -> None:
+    texts = info("wiki.jsonl", "out")
+    failed = ppl_row("t3", 1.0, 1.0, bench=texts)
+    failed["models"][ADAPTER]["score"] = None
+    recs = [scored("q1", 0.0, 1.0), ppl_row("t1", 1.0, 1.1, bench=texts), failed]
+    figure = build(recs)["out_of_domain"]
+    assert figure["n_rows"] == 1 and figure["degradation"] == pytest.approx(-0.1)
+
+
+def test_a_row_scored_for_one_model_only_is_left_out_of_the_statistics() -> None:
+    # The base's scorer raised on r9, the adapter's did not: a pair needs both.
+    one_sided = scored("r9", 0.0, 1.0)
+    one_sided["models"][BASE]["score"] = None
+    entry = build([*_rows(), one_sided])["benchmarks"][0]
+    assert entry["statistics"] == build(_rows())["benchmarks"][0]["statistics"]
+    assert entry["statistics"]["n"] == len(PAIRS)
+
+
+def test_fluency_of_the_adapter_is_reported_when_the_base_has_none() -> None:
+    row = scored("r1", 0.0, 1.0, fluency={ADAPTER: fluent("tiny-base+adapter", ADAPTER_OUT_CE, REFERENCE_CE)})
+    fluency = build([row])["benchmarks"][0]["fluency"]
+    assert list(fluency) == [ADAPTER]
+    assert fluency[ADAPTER]["output"]["perplexity"] == pytest.approx(30.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# composite: zero weights, the tolerance at the bound, a model with no metric
+
+
+def test_a_zero_weight_metric_is_not_missing_from_the_composite() -> None:
+    weights = {"multiple_choice": 1.0, "rouge": 0.0}
+    composite = build([scored("r1", 0.0, 1.0, evaluation_type="multiple_choice")], composite_weights=weights)
+    assert composite["composite"][ADAPTER]["missing"] == []
+    assert composite["composite"][ADAPTER]["present_weight"] == 1.0
+    assert composite["composite"][ADAPTER]["value"] == 100.0
+
+
+def test_a_composite_without_any_positive_weight_has_no_share() -> None:
+    result = composite_score({"rouge": 50.0}, {"rouge": 0.0})
+    assert (result["value"], result["present_weight"], result["missing"]) == (None, 0.0, [])
+    assert result["reason"] == "no metric of the composite was measured (missing: )"
+
+
+def test_a_share_at_the_bound_less_its_rounding_tolerance_is_still_reported() -> None:
+    # share = 0.5 - 1e-12 exactly (its two weights sum to exactly 1.0): the lowest share still reported.
+    edge = COMPOSITE_MIN_WEIGHT - 1e-12
+    weights = {"multiple_choice": edge, "rouge": 1.0 - edge}
+    assert sum(weights.values()) == 1.0
+    result = composite_score({"multiple_choice": 80.0, "rouge": None}, weights)
+    assert result["present_weight"] == edge
+    assert (result["value"], result["reason"]) == (80.0, None)
+
+
+def test_a_model_without_any_metric_of_the_composite_says_so() -> None:
+    # A base-only run: the adapter's composite has nothing to be made of.
+    weights = {"multiple_choice": 1.0, "rouge": 1.0}
+    recs = [scored("r1", 1.0, None, bench=A_BASE_ONLY, evaluation_type="multiple_choice")]
+    composite = build(recs, meta=BASE_META, composite_weights=weights)["composite"]
+    assert composite[BASE]["value"] == 100.0
+    assert composite[ADAPTER]["value"] is None and composite[ADAPTER]["present_weight"] == 0.0
+    assert composite[ADAPTER]["reason"] == (
+        "no metric of the composite was measured (missing: multiple_choice, rouge)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# comparison with the previous results: what the block says, and previous documents of other shapes
+
+
+def test_the_comparison_with_previous_block_is_exactly_the_four_keys() -> None:
+    previous = _previous_run("0.9", 0.0, 0.5)
+    doc = build([scored("r1", 0.0, 1.0), scored("r2", 0.0, 1.0)], previous=previous, alpha=0.1)
+    block = doc["benchmarks"][0]["comparison_with_previous"]
+    cmp = compare_paired([1.0, 1.0], [0.5, 0.5], alpha=0.1)
+    assert block == {
+        "previous_version": "0.9",
+        "comparable": True,
+        "reason": None,
+        "statistics": cmp.to_json(),
+    }
+    assert block["statistics"]["alpha"] == 0.1
+
+
+def test_a_changed_files_reason_names_both_hashes() -> None:
+    previous = _previous_run("0.9", 0.0, 0.5)
+    changed: BenchmarkInfo = {**A_IN, "sha256": "sha256:" + "0" * 64}
+    block = build([scored("r1", 0.0, 1.0, bench=changed)], previous=previous)["benchmarks"][0][
+        "comparison_with_previous"
+    ]
+    assert block["reason"] == (
+        f"a.jsonl changed since the previous results ({A_IN['sha256']} -> {changed['sha256']})"
+    )
+
+
+def test_rows_that_errored_now_are_left_out_of_the_comparison_with_previous() -> None:
+    previous = _previous_run("0.9", 0.0, 0.5)
+    doc = build([scored("r1", 0.0, 1.0), errored("r2")], previous=previous)
+    statistics = doc["benchmarks"][0]["comparison_with_previous"]["statistics"]
+    assert statistics["n"] == 1 and statistics["difference"] == pytest.approx(0.5)
+
+
+def test_a_previous_document_without_benchmarks_or_rows_is_read_as_having_none() -> None:
+    for previous in (
+        {"schema_version": SCHEMA_VERSION, "adapter_version": "0.9"},
+        {
+            "schema_version": SCHEMA_VERSION,
+            "adapter_version": "0.9",
+            "benchmarks": [{"benchmark_file": "a.jsonl", "benchmark_hash": A_IN["sha256"]}],
+        },
+    ):
+        doc = build([scored("r1", 0.0, 1.0)], previous=previous)
+        assert doc["previous_version"] is None
+        assert doc["benchmarks"][0]["comparison_with_previous"] == {
+            "previous_version": "0.9",
+            "comparable": True,
+            "reason": None,
+            "statistics": None,
+        }
+
+
+def test_the_previous_version_is_read_from_current_version_first() -> None:
+    previous = _previous_run("0.9", 0.0, 0.5)
+    del previous["adapter_version"]  # another tool's document: current_version only
+    doc = build([scored("r1", 0.0, 1.0)], previous=previous)
+    assert doc["previous_version"]["version"] == "0.9"
+    assert doc["benchmarks"][0]["comparison_with_previous"]["previous_version"] == "0.9"
+
+
+@pytest.mark.parametrize("schema_version", [SCHEMA_VERSION, 1])
+def test_a_previous_run_without_a_version_has_a_null_version_not_the_string_none(schema_version: int) -> None:
+    # A base-only previous run (schema 2: current_version.version null; schema 1: adapter_version null).
+    previous: dict[str, Any] = {
+        "schema_version": schema_version,
+        "adapter_version": None,
+        "current_version": {"version": None} if schema_version == SCHEMA_VERSION else None,
+        "benchmarks": [],
+    }
+    doc = build([scored("r1", 0.0, 1.0)], previous=previous)
+    assert doc["benchmarks"][0]["comparison_with_previous"]["previous_version"] is None
+
+
+def test_a_run_without_rows_has_no_previous_version() -> None:
+    doc = build_results([], meta={}, complete=True, timestamp=WHEN, previous=_previous_run("0.9", 0.0, 0.5))
+    assert doc["previous_version"] is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the top level when benchmarks have no score, and its reasons word for word
+
+_RUN_DOMAIN_HINT = "(mark in-domain files with --llmeval-domain or metadata.json domain_benchmarks)"
+
+
+def test_the_top_level_prefers_the_first_in_domain_benchmark_with_a_score() -> None:
+    # a.jsonl and c.jsonl: every row errored (no base score); b.jsonl is scored.
+    recs = [
+        errored("r1", bench=info("a.jsonl", "in")),
+        scored("r1", 0.0, 1.0, bench=info("b.jsonl", "in")),
+        errored("r1", bench=info("c.jsonl", "in")),
+    ]
+    doc = build(recs)
+    assert doc["top_level"] == {
+        "benchmark": "b.jsonl",
+        "reason": "the adapter's in-domain benchmark (2 more in-domain: see benchmarks)",
+    }
+
+
+def test_an_in_domain_benchmark_without_a_score_is_still_the_top_level() -> None:
+    doc = build_results([errored("r1")], meta=ADAPTER_META, complete=True, timestamp=WHEN)
+    assert doc["benchmark_file"] == "a.jsonl" and doc["results"]["base_model_score"] is None
+
+
+def test_without_an_in_domain_benchmark_the_reason_names_the_first_scored_one() -> None:
+    recs = [
+        errored("r1", bench=info("a.jsonl", "out")),
+        scored("r1", 1.0, 0.5, bench=info("b.jsonl", "out")),
+    ]
+    doc = build(recs)
+    assert doc["top_level"] == {
+        "benchmark": "b.jsonl",
+        "reason": "no in-domain benchmark ran: the top level describes b.jsonl, "
+        f"the first benchmark by name with a score {_RUN_DOMAIN_HINT}",
+    }
+
+
+def test_without_an_in_domain_benchmark_or_any_score_the_top_level_is_the_first_by_name() -> None:
+    recs = [errored("r1", bench=info("b.jsonl", "out")), errored("r1", bench=info("a.jsonl", "out"))]
+    doc = build_results(recs, meta=ADAPTER_META, complete=True, timestamp=WHEN)
+    assert doc["top_level"] == {
+        "benchmark": "a.jsonl",
+        "reason": "no in-domain benchmark ran: the top level describes a.jsonl, "
+        f"the first benchmark by name {_RUN_DOMAIN_HINT}",
+    }
+
+
+def test_base_only_reasons_say_whether_the_top_level_has_a_score() -> None:
+    unscored, good = info("a.jsonl", None), info("b.jsonl", None)
+    recs = [errored("r1", bench=unscored, with_adapter=False), scored("r1", 1.0, None, bench=good)]
+    doc = build(recs, meta=BASE_META)
+    assert doc["top_level"] == {
+        "benchmark": "b.jsonl",
+        "reason": "base-only run: the top level describes b.jsonl, the first benchmark by name with a score",
+    }
+    doc = build_results(recs[:1], meta=BASE_META, complete=True, timestamp=WHEN)
+    assert doc["top_level"] == {
+        "benchmark": "a.jsonl",
+        "reason": "base-only run: the top level describes a.jsonl, the first benchmark by name",
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# what meta says, as the document says it
+
+
+def test_quantization_is_reported_as_given() -> None:
+    doc = build([scored("r1", 0.0, 1.0)], meta={**ADAPTER_META, "quantization": "4bit"})
+    assert doc["quantization"] == "4bit"
+
+
+def test_a_base_only_benchmark_has_null_statistics_and_significance_test() -> None:
+    entry = build([scored("r1", 1.0, None, bench=A_BASE_ONLY)], meta=BASE_META)["benchmarks"][0]
+    assert (entry["statistics"], entry["significance_test"]) == (None, None)
+    assert "significance_test" in entry
+
+
+def test_timestamp_is_utc_whatever_the_machines_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    two_hours_east = datetime(2024, 5, 6, 9, 8, 9, tzinfo=timezone(timedelta(hours=2)))
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30, no daylight saving time
+    time.tzset()
+    try:
+        doc = build([scored("r1", 0.0, 1.0)], timestamp=two_hours_east)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert doc["timestamp"] == "2024-05-06T07:08:09Z"
+
+
+@pytest.mark.parametrize(
+    ("hardware", "line"),
+    [
+        ({"device": "cpu"}, "cpu"),
+        ({"device": "cuda", "device_name": "NVIDIA H100"}, "cuda (NVIDIA H100)"),
+        ({"cpu_count": 2}, "unknown device (2 cores)"),
+        (
+            {"device": "cpu", "cpu_count": 2, "torch": "2.3.0", "transformers": "4.40.0"},
+            "cpu (2 cores), torch 2.3.0, transformers 4.40.0",
+        ),
+    ],
+)
+def test_hardware_line_names_only_what_is_known(hardware: dict[str, Any], line: str) -> None:
+    doc = build([scored("r1", 0.0, 1.0)], meta={**ADAPTER_META, "hardware": hardware})
+    assert doc["hardware"] == line
+    assert doc["hardware_detail"] == hardware
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sandbox: the isolation code_execution rows ran under
+
+ISOLATION = {"level": "strict", "layers": ["bubblewrap", "rlimits"], "missing": [], "reason": None}
+
+
+@pytest.mark.parametrize("with_adapter", [True, False])
+def test_sandbox_is_the_isolation_code_rows_ran_under(with_adapter: bool) -> None:
+    ran = Score(1.0, 1.0, {"isolation": ISOLATION})
+    bench = A_IN if with_adapter else A_BASE_ONLY
+    recs = [
+        scored("a", 1.0, 1.0 if with_adapter else None, bench=bench),  # no code: no isolation
+        scored("b", ran, ran if with_adapter else None, bench=bench, evaluation_type="code_execution"),
+    ]
+    doc = build(recs, meta=ADAPTER_META if with_adapter else BASE_META)
+    assert doc["sandbox"] == ISOLATION
+
+
+def test_sandbox_is_null_without_code_rows() -> None:
+    assert build([scored("r1", 0.0, 1.0)])["sandbox"] is None
+
+
+def test_write_atomic_writes_two_space_indented_json(tmp_path: Path) -> None:
+    target = tmp_path / "results.json"
+    write_atomic(target, {"a": [1], "b": "Größe"})
+    assert target.read_text(encoding="utf-8") == '{\n  "a": [\n    1\n  ],\n  "b": "Größe"\n}\n'

@@ -300,3 +300,48 @@ def test_extra_whitespace_never_changes_the_score(words: list[str], data: st.Dat
         score(spaced, expected, {"metric": metric}).value
         == score(" ".join(words), expected, {"metric": metric}).value
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# full messages, details and the public defaults
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (["metric"], "evaluation_config for rouge must be a mapping, not list"),
+        ({"metric": "bleu"}, "metric must be one of rouge1, rouge2, rougeL, rougeLsum, not 'bleu' (str)"),
+        (
+            {"metric": "rougel"},
+            "metric must be one of rouge1, rouge2, rougeL, rougeLsum, not 'rougel' (str)"
+            " (did you mean 'rougeL'?)",
+        ),
+        ({"use_stemmer": "yes"}, "use_stemmer must be true or false, not 'yes' (str)"),
+    ],
+)
+def test_invalid_config_messages_in_full(config: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        validate_config(config)
+    assert str(info.value) == message
+
+
+def test_an_empty_side_next_to_cjk_text_gets_the_cjk_note() -> None:
+    result = score("Привет", "東京", {})
+    assert result.value == 0.0
+    assert result.details["tokenizer"] == "cjk-characters"
+    assert result.details["note"] == (
+        "no tokens in the prediction: the tokenizer keeps only a-z, 0-9 and CJK characters"
+    )
+
+
+def test_details_record_whether_the_stemmer_was_used() -> None:
+    assert score("running", "runs", {"use_stemmer": True}).details["use_stemmer"] is True
+    assert score("running", "runs", {}).details["use_stemmer"] is False
+
+
+def test_tokenizers_do_not_stem_unless_asked() -> None:
+    assert tokenize("running", cjk=False) == ["running"]
+    assert tokenize("running", cjk=True) == ["running"]
+    assert CjkTokenizer().tokenize("running 東京") == ["running", "東", "京"]
+    assert CjkTokenizer(use_stemmer=True).tokenize("running 東京") == ["run", "東", "京"]
+    assert tokenize("running 東京", cjk=True, use_stemmer=True) == ["run", "東", "京"]

@@ -14,8 +14,10 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.power import NormalIndPower, TTestPower
 
+from pytest_llmeval import formatting
 from pytest_llmeval.stats import (
     PairedComparison,
+    PowerAnalysis,
     cohens_d_pooled,
     cohens_dz,
     compare_paired,
@@ -161,6 +163,8 @@ def test_wilcoxon_drops_zero_differences_like_scipy() -> None:
         [0.5, 0.25, 0.5, 0.0, -0.125, 0.25, 0.5, 0.75, 1.0, -0.5, 0.5, 0.25, 0.125, 0.5],  # 14: asymptotic
         [0.1, -0.2, 0.3, 0.45, 0.5, -0.6, 0.7],  # no ties: scipy's exact distribution
         [0.0, 0.0, 0.75],
+        # Midranks 1.5 and 4: doubled they stay exact; any other factor rounds them and moves p.
+        [0.75, 0.0, -0.25, 0.0, 0.75, -0.25, 0.5, 0.0],
     ],
 )
 def test_wilcoxon_signed_rank_matches_scipy(d: list[float]) -> None:
@@ -649,3 +653,233 @@ def test_cohens_d_pooled_ignores_any_shared_shift(pairs: list[tuple[float, float
     assert d is not None
     assert cohens_d_pooled(adapter + shift, base + shift) == pytest.approx(d, rel=1e-9, abs=1e-9)
     assert cohens_d_pooled(base, adapter) == -d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Boundaries: the exact branch conditions, argument names in errors, arguments passed through
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: paired_t_test([0.1, math.nan]), r"^differences\[1\] is nan: every value must be a finite"),
+        (lambda: cohens_dz([math.nan]), r"^differences\[0\] is nan"),
+        (lambda: wilcoxon_signed_rank([0.5, math.inf]), r"^differences\[1\] is inf"),
+        (
+            lambda: paired_bootstrap_ci([math.nan], confidence=0.9, n_boot=10, seed=0),
+            r"^differences\[0\] is nan",
+        ),
+        (
+            lambda: paired_bootstrap_ci([0.1], confidence=1.0, n_boot=10, seed=0),
+            r"^confidence must be strictly between 0 and 1, got 1.0$",
+        ),
+        (
+            lambda: paired_bootstrap_ci([], confidence=0.9, n_boot=10, seed=0),
+            r"^no differences to resample$",
+        ),
+        (lambda: cohens_d_pooled([math.nan, 0.5], [0.5, 0.5]), r"^adapter values\[0\] is nan"),
+        (lambda: compare_paired([2.0, math.nan], [0.0, 0.0], bounded=False), r"^adapter values\[1\] is nan"),
+        (lambda: compare_paired([2.0, 3.0], [math.inf, 0.0], bounded=False), r"^base values\[0\] is inf"),
+        (lambda: compare_paired([], []), r"^no rows to compare: both score lists are empty$"),
+        (lambda: mcnemar_power(50, 0.1, 1.5), r"^discordant_rate must be in \[0, 1\], got 1.5$"),
+        (
+            lambda: power_analysis_binary(50, 0.2, alpha=1.0),
+            r"^alpha must be strictly between 0 and 1, got 1.0$",
+        ),
+        (lambda: power_analysis_binary(50, 0.2, power=1.0), r"^power must be in \[0.5, 1\), got 1.0$"),
+        (lambda: power_analysis_continuous(50, 0.2, target=1.5), r"^target must be in \(0, 1\], got 1.5$"),
+    ],
+)
+def test_errors_name_the_argument_at_fault(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
+
+
+def test_two_rows_are_enough_for_a_t_test() -> None:
+    expected = sps.ttest_1samp([0.1, 0.3], 0.0)
+    t, p = paired_t_test([0.1, 0.3])
+    assert t == pytest.approx(expected.statistic, rel=1e-12)
+    assert p == pytest.approx(expected.pvalue, rel=1e-12)
+
+
+def test_a_mean_difference_exactly_at_the_noise_level_is_no_difference() -> None:
+    # _NOISE is 1e-12 and the test is <=: a constant 1e-12 counts as rounding noise, the next float does not.
+    noise, above = 1e-12, math.nextafter(1e-12, 1.0)
+    assert paired_t_test([noise, noise]) == (0.0, 1.0)
+    assert cohens_dz([noise, noise]) == 0.0
+    assert cohens_d_pooled([noise, noise], [0.0, 0.0]) == 0.0
+    assert paired_t_test([above, above]) == (math.inf, 0.0)
+    assert cohens_dz([above, above]) == math.inf
+    assert cohens_d_pooled([above, above], [0.0, 0.0]) == math.inf
+
+
+def test_a_spread_at_or_below_the_noise_level_is_no_spread() -> None:
+    # 0.5 - 0.4 is 0.1 less an ulp: the sd of these two "equal" differences is 2e-17, treated as 0.
+    assert paired_t_test([0.1, 0.5 - 0.4]) == (math.inf, 0.0)
+    # sd(ddof=1) of [0, x] is exactly 1e-12 here: still noise, so the mean (7e-13, noise too) is no evidence.
+    x = 1.414213562373095e-12
+    assert float(np.std([0.0, x], ddof=1)) == 1e-12
+    assert paired_t_test([0.0, x]) == (0.0, 1.0)
+
+
+# scipy's bootstrap takes the spread of its one resample too (ddof=1 of one value) and warns about it.
+@pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_a_bootstrap_of_one_resample_is_that_resamples_mean() -> None:
+    d = [0.1, 0.2, 0.4]
+    drawn = np.array(d)[np.random.default_rng(0).integers(0, 3, size=(1, 3))].mean()
+    assert paired_bootstrap_ci(d, confidence=0.9, n_boot=1, seed=0) == pytest.approx(
+        (drawn, drawn), abs=1e-15
+    )
+
+
+def test_mcnemar_power_without_spread_is_all_or_nothing() -> None:
+    # psi = delta^2 leaves the statistic no spread: power is 1 exactly when sqrt(n) delta > z sqrt(psi).
+    assert mcnemar_power(50, 0.0, 0.0) == 0.0  # excess exactly 0: not detected
+    assert mcnemar_power(3, 1.0, 1.0) == 0.0  # sqrt(3) < 1.96
+    assert mcnemar_power(8, 1.0, 1.0) == 1.0  # sqrt(8) - 1.96 = 0.87, between 0 and 1
+
+
+def test_binary_detectable_difference_at_the_edges_of_connors_formula() -> None:
+    # n = 4: the radicand n - z_a^2 + z_b^2 is 0.87, under 1; the answer sits just under psi = 1.
+    four = power_analysis_binary(4, 1.0)
+    assert four.min_detectable_difference == pytest.approx(0.99898, abs=1e-5)
+    assert mcnemar_power(4, four.min_detectable_difference, 1.0) == pytest.approx(0.8, abs=1e-9)  # type: ignore[arg-type]
+    # n = 6 at alpha 0.01 is under z_a^2 = 6.6: the quadratic's root there is the power-below-1/2 branch.
+    assert power_analysis_binary(6, 0.96, alpha=0.01).min_detectable_difference is None
+    # alpha with z_a exactly 1 and power 1/2 (z_b = 0): at n = 1 the radicand is exactly 0, sqrt(n) delta
+    # equals z_a sqrt(psi) and delta equals psi. Every boundary is inclusive.
+    alpha = 0.31731050786291415  # 2 * norm.sf(1), nudged to the float where norm.isf(alpha / 2) is 1.0
+    edge = power_analysis_binary(1, 1.0, alpha=alpha, power=0.5)
+    assert edge.min_detectable_difference == 1.0
+    # There the rows needed for a target of 1 are (z_a sqrt(1) + 0)^2 / 1 = 1 exactly: not rounded up to 2.
+    assert power_analysis_binary(1, 1.0, alpha=alpha, power=0.5, target=1.0).n_for_target == 1
+
+
+def test_power_analyses_stay_finite_at_an_alpha_below_the_float_spacing_of_one() -> None:
+    # 1 - alpha / 2 rounds to 1.0 below alpha ~ 2.2e-16 (norm.ppf(1.0) is inf): the upper tail is taken
+    # directly (isf), so a strict alpha still gives numbers.
+    continuous = power_analysis_continuous(50, 0.2, alpha=1e-20)
+    assert continuous.min_detectable_difference == pytest.approx(0.4855, abs=1e-4)
+    assert continuous.n_for_target is not None
+    binary = power_analysis_binary(50, 0.2, alpha=1e-20)
+    assert binary.n_for_target == 2064
+
+
+def test_power_analyses_report_the_assumptions_they_were_given() -> None:
+    binary = power_analysis_binary(40, 0.3, alpha=0.01, power=0.9, target=0.2)
+    assert (binary.n, binary.alpha, binary.power, binary.target) == (40, 0.01, 0.9, 0.2)
+    for sd in (0.0, 0.2):  # the no-spread early return and the full answer
+        found = power_analysis_continuous(40, sd, alpha=0.01, power=0.9, target=0.2)
+        assert (found.n, found.alpha, found.power, found.target) == (40, 0.01, 0.9, 0.2)
+    assert power_analysis_continuous(40, 0.0, alpha=0.01, power=0.9, target=0.2) == PowerAnalysis(
+        40, 0.01, 0.9, 0.2, None, None
+    )
+
+
+def test_continuous_detectable_difference_at_its_boundaries() -> None:
+    assert power_analysis_continuous(50, 1e-12) == PowerAnalysis(50, 0.05, 0.8, 0.1, None, None)  # noise
+    # n = 2 needs d = 11.55: at the sd where d * sd is exactly 1, a detectable difference of 1 is possible.
+    effect = power_analysis_continuous(2, 1.0, bounded=False).min_detectable_difference
+    assert effect is not None and effect == pytest.approx(11.5499, rel=1e-4)
+    sd = 1.0 / effect
+    while effect * sd != 1.0:  # 1 / d times d can miss 1 by an ulp; the neighbouring float does not
+        sd = math.nextafter(sd, 1.0 if effect * sd < 1.0 else 0.0)
+    assert power_analysis_continuous(2, sd).min_detectable_difference == 1.0
+    assert power_analysis_continuous(2, 0.1).min_detectable_difference is None  # 1.15: scores cannot
+    assert power_analysis_continuous(2, 0.1, bounded=False).min_detectable_difference == pytest.approx(
+        1.155, abs=1e-3
+    )
+    # A target of 20 sd needs the fewest rows the t test allows.
+    assert power_analysis_continuous(50, 0.005).n_for_target == 2
+
+
+def test_continuous_power_at_unusual_alpha_and_power_matches_statsmodels() -> None:
+    # alpha 0.6: 2 alpha is above 1, so z_{1 - 2 alpha} would not exist.
+    found = power_analysis_continuous(50, 0.2, alpha=0.6)
+    effect = TTestPower().solve_power(nobs=50, alpha=0.6, power=0.8, alternative="two-sided")
+    assert found.min_detectable_difference == pytest.approx(effect * 0.2, rel=1e-5)
+    rows = TTestPower().solve_power(effect_size=0.5, alpha=0.6, power=0.8, alternative="two-sided")
+    assert found.n_for_target == max(2, math.ceil(rows))
+    # alpha 0.9 above power 0.5: even no difference "reaches" the power.
+    assert power_analysis_continuous(50, 0.2, alpha=0.9, power=0.5).min_detectable_difference == 0.0
+
+
+def test_compare_paired_defaults_are_ten_thousand_resamples_seeded_zero() -> None:
+    a, b = _continuous(30, 21)
+    assert compare_paired(a, b) == compare_paired(a, b, n_boot=10_000, seed=0)
+
+
+def test_binary_on_one_side_only_is_continuous() -> None:
+    assert compare_paired([1.0, 0.0, 1.0], [0.5, 0.5, 0.2]).kind == "continuous"
+    assert compare_paired([0.5, 0.5, 0.2], [1.0, 0.0, 1.0]).kind == "continuous"
+
+
+def test_compare_paired_power_uses_its_alpha_and_bounds() -> None:
+    adapter = [1.0] * 20 + [0.0] * 10 + [1.0] * 15 + [0.0] * 15
+    base = [0.0] * 20 + [1.0] * 10 + [1.0] * 15 + [0.0] * 15
+    binary = compare_paired(adapter, base, alpha=0.01)
+    expected = power_analysis_binary(60, 0.5, alpha=0.01)
+    assert binary.min_detectable_difference == expected.min_detectable_difference
+    assert binary.n_for_10_points == expected.n_for_target
+    a, b = _continuous(40, 22)
+    continuous = compare_paired(a, b, alpha=0.01)
+    sd = float(np.std(np.array(a) - np.array(b), ddof=1))
+    assert continuous.min_detectable_difference == pytest.approx(
+        power_analysis_continuous(40, sd, alpha=0.01).min_detectable_difference, rel=1e-12
+    )
+    # Two rows with sd 0.85: the detectable 9.8 is no score difference, but is one of unbounded values.
+    assert compare_paired([1.0, 0.2], [0.1, 0.5]).min_detectable_difference is None
+    assert compare_paired([1.0, 0.2], [0.1, 0.5], bounded=False).min_detectable_difference == pytest.approx(
+        11.5499 * math.sqrt(0.72), rel=1e-4
+    )
+
+
+def test_two_rows_give_a_power_analysis_and_one_row_none() -> None:
+    two = compare_paired([0.6, 0.65], [0.5, 0.5])
+    assert (
+        two.n_for_10_points == power_analysis_continuous(2, float(np.std([0.1, 0.15], ddof=1))).n_for_target
+    )
+    assert two.n_for_10_points is not None
+    one = compare_paired([0.5], [0.2])
+    assert one.min_detectable_difference is None and one.n_for_10_points is None
+
+
+def test_p_exactly_at_alpha_is_not_significant() -> None:
+    result = compare_paired([1.0] * 5 + [0.0] * 3, [0.0] * 8, alpha=2 * 0.5**5)
+    assert result.p_value == result.alpha
+    assert not result.significant
+
+
+def _alpha_between(p: float) -> float:
+    """An alpha between p and p at two digits: two digits alone would show p on the wrong side of it."""
+    shown = float(f"{p:.2g}")
+    assert shown != p
+    return (p + shown) / 2.0
+
+
+def test_describe_keeps_every_p_on_its_side_of_alpha() -> None:
+    binary = compare_paired([1.0] * 5 + [0.0] * 3, [0.0] * 8, alpha=0.0624)  # p = 0.0625 shows as 0.062
+    assert "McNemar exact p=0.0625, " in binary.describe()
+    a, b = _continuous(30, 2)
+    first = compare_paired(a, b, n_boot=FAST_BOOT)
+    assert first.wilcoxon_p is not None
+    for p, label in ((first.p_value, "paired t-test p="), (first.wilcoxon_p, "Wilcoxon p=")):
+        alpha = _alpha_between(p)
+        text = compare_paired(a, b, alpha=alpha, n_boot=FAST_BOOT).describe()
+        shown = text.split(label)[1].split(",")[0]
+        assert shown == formatting.p_value(p, alpha)
+        assert (float(shown) < alpha) == (p < alpha)
+
+
+def test_method_ends_with_what_the_bootstrap_resamples() -> None:
+    method = compare_paired(*_continuous(10, 3), n_boot=FAST_BOOT).significance_report()["method"]
+    assert method.endswith("confidence_interval: 95% percentile bootstrap of mean(diff) over rows")
+
+
+def test_boolean_and_small_integer_scores_are_taken_as_numbers() -> None:
+    # Subtracting numpy bools raises and unsigned integers wrap around (0 - 1 = 255): convert first.
+    floats = compare_paired([1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0], n_boot=FAST_BOOT)
+    as_bool = np.array([True, False, True, True]), np.array([False, True, True, False])
+    assert compare_paired(*as_bool, n_boot=FAST_BOOT) == floats
+    as_uint8 = (side.astype(np.uint8) for side in as_bool)
+    assert compare_paired(*as_uint8, n_boot=FAST_BOOT) == floats

@@ -62,7 +62,7 @@ def _without_string_contents(lines: tuple[str, ...]) -> list[str]:
         for tok in tokens:
             if tok.type == tokenize.STRING:
                 parts.append(re.sub(r"^([a-zA-Z]*)(['\"]{1,3}).*\2$", r"\1\2\2", tok.string, flags=re.S))
-            elif tok.type in (tokenize.FSTRING_MIDDLE,) if hasattr(tokenize, "FSTRING_MIDDLE") else ():
+            elif tok.type == getattr(tokenize, "FSTRING_MIDDLE", None):  # Python 3.12+: f-strings tokenized
                 parts.append("")
             else:
                 parts.append(tok.string)
@@ -105,8 +105,9 @@ def survivors(root: Path, *, status: int = SURVIVED) -> list[Survivor]:
         for key in wanted:
             module, name = key.rsplit(".", 1)
             base = name.rsplit("__mutmut_", 1)[0]
-            original = functions[f"{base}__mutmut_orig"].splitlines()[1:]  # the def line differs by name
-            mutated = functions[name].splitlines()[1:]
+            original = functions[f"{base}__mutmut_orig"].splitlines()
+            # The def line differs by name only, unless a default argument was mutated.
+            mutated = functions[name].replace(name, f"{base}__mutmut_orig", 1).splitlines()
             diff = list(difflib.unified_diff(original, mutated, lineterm="", n=0))
             removed = tuple(line[1:] for line in diff[2:] if line.startswith("-"))
             added = tuple(line[1:] for line in diff[2:] if line.startswith("+"))
@@ -116,7 +117,9 @@ def survivors(root: Path, *, status: int = SURVIVED) -> list[Survivor]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--root", type=Path, default=Path("mutants"))
     parser.add_argument("--show", choices=["message", "message-none", "logic"], help="print these diffs")
     parser.add_argument("--module", help="only survivors of modules containing this text")
@@ -126,17 +129,18 @@ def main() -> None:
         for s in found:
             if s.kind == args.show:
                 print(f"# {s.key}")
-                print("\n".join([*(f"- {line.strip()}" for line in s.removed), *(f"+ {line.strip()}" for line in s.added)]))
+                print("\n".join(f"- {line.strip()}" for line in s.removed))
+                print("\n".join(f"+ {line.strip()}" for line in s.added))
         return
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     for s in found:
         by_module[s.module.removeprefix("pytest_llmeval.")][s.kind] += 1
     print("| module | message | message-none | logic | survivors |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for module, kinds in sorted(by_module.items()):
-        print(f"| {module} | {kinds['message']} | {kinds['message-none']} | {kinds['logic']} | {sum(kinds.values())} |")
-    total = Counter(s.kind for s in found)
-    print(f"| total | {total['message']} | {total['message-none']} | {total['logic']} | {sum(total.values())} |")
+    rows = [*sorted(by_module.items()), ("total", Counter(s.kind for s in found))]
+    for module, kinds in rows:
+        counts = " | ".join(str(kinds[kind]) for kind in ("message", "message-none", "logic"))
+        print(f"| {module} | {counts} | {sum(kinds.values())} |")
 
 
 if __name__ == "__main__":
