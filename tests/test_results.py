@@ -1202,17 +1202,22 @@ def _text_with_scripts(cross_entropy: float, latin_chars: int, han_chars: int, c
     return perplexity_scorer.score_measurement(measurement, {"threshold": 1000.0})
 
 
-def test_bits_per_character_by_script_is_none_for_a_script_without_characters() -> None:
-    texts = info("wiki.jsonl", "in")
+def _perplexity_corpus(latin: int, han: int, chars: int) -> dict[str, Any]:
+    """The base's perplexity block of one row of `chars` characters, `latin` and `han` of them by script."""
     row = scored(
         "t1",
-        _text_with_scripts(1.0, 40, 0, 40),
-        _text_with_scripts(0.5, 40, 0, 40),
-        bench=texts,
+        _text_with_scripts(1.0, latin, han, chars),
+        _text_with_scripts(0.5, latin, han, chars),
+        bench=info("wiki.jsonl", "in"),
         evaluation_type="perplexity",
         outputs=(None, None),
     )
-    by_script = build([row])["benchmarks"][0]["perplexity"][BASE]["bits_per_character_by_script"]
+    corpus: dict[str, Any] = build([row])["benchmarks"][0]["perplexity"][BASE]
+    return corpus
+
+
+def test_bits_per_character_by_script_is_none_for_a_script_without_characters() -> None:
+    by_script = _perplexity_corpus(40, 0, 40)["bits_per_character_by_script"]
     assert by_script == {
         "latin": {"bits_per_character": pytest.approx(10.0 / math.log(2) / 40), "n_chars": 40},
         "han": {"bits_per_character": None, "n_chars": 0},
@@ -1221,16 +1226,7 @@ def test_bits_per_character_by_script_is_none_for_a_script_without_characters() 
 
 def test_bits_per_character_is_none_for_texts_without_characters() -> None:
     # Tokens scored but no character counted (a text of special tokens only): no division by zero.
-    texts = info("wiki.jsonl", "in")
-    row = scored(
-        "t1",
-        _text_with_scripts(1.0, 0, 0, 0),
-        _text_with_scripts(0.5, 0, 0, 0),
-        bench=texts,
-        evaluation_type="perplexity",
-        outputs=(None, None),
-    )
-    corpus = build([row])["benchmarks"][0]["perplexity"][BASE]
+    corpus = _perplexity_corpus(0, 0, 0)
     assert corpus["bits_per_character"] is None and corpus["n_chars"] == 0
     assert corpus["bits_per_token"] == pytest.approx(1.0 / math.log(2))
 
