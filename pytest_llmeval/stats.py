@@ -295,7 +295,7 @@ def mcnemar_power(n: int, difference: float, discordant_rate: float, *, alpha: f
         raise ValueError(
             f"a difference of {delta} needs at least {delta} of rows discordant, not {discordant_rate}"
         )
-    z_a = float(stats.norm.isf(alpha / 2.0))
+    z_a = _z_two_sided(alpha)
     excess = math.sqrt(n) * delta - z_a * math.sqrt(discordant_rate)
     spread = discordant_rate - delta**2
     if spread <= 0.0:
@@ -327,7 +327,7 @@ def power_analysis_binary(
     _check_target(power, target)
     if not 0.0 <= discordant_rate <= 1.0:
         raise ValueError(f"discordant_rate must be in [0, 1], got {discordant_rate}")
-    z_a = float(stats.norm.isf(alpha / 2.0))
+    z_a = _z_two_sided(alpha)
     z_b = float(stats.norm.ppf(power))
     psi = discordant_rate
     detectable: float | None = None
@@ -442,6 +442,12 @@ def compare_paired(
     )
 
 
+def _z_two_sided(alpha: float) -> float:
+    """The two-sided critical z. Taken from the upper tail (isf): below alpha ~ 2.2e-16, 1 - alpha/2 rounds
+    to 1.0 and norm.ppf of it is inf (the power searches then never ended)."""
+    return float(stats.norm.isf(alpha / 2.0))
+
+
 def _t_power(n: NDArray[np.int64], effect: float, alpha: float) -> FloatArray:
     """Two-sided paired t power at each n for a standardised effect (both rejection tails)."""
     df = n - 1
@@ -462,7 +468,7 @@ def _t_detectable_effect(n: int, alpha: float, power: float) -> float:
     if shortfall(0.0) >= 0.0:  # alpha >= power: even no effect "reaches" it
         return 0.0
     # Start from the normal approximation and widen until the root is bracketed (n = 2 needs d = 11.5).
-    high = (stats.norm.isf(alpha / 2.0) + stats.norm.ppf(power)) / math.sqrt(n)
+    high = (_z_two_sided(alpha) + stats.norm.ppf(power)) / math.sqrt(n)
     while shortfall(high) < 0.0:
         high *= 2.0
     return float(optimize.brentq(shortfall, 0.0, high, xtol=1e-12))
@@ -470,7 +476,7 @@ def _t_detectable_effect(n: int, alpha: float, power: float) -> float:
 
 def _t_rows_needed(effect: float, alpha: float, power: float) -> int:
     """The fewest rows (at least 2) at which the paired t test reaches this power for the effect."""
-    approx = ((stats.norm.isf(alpha / 2.0) + stats.norm.ppf(power)) / effect) ** 2
+    approx = ((_z_two_sided(alpha) + stats.norm.ppf(power)) / effect) ** 2
     # The t test needs a few rows more than the normal approximation; power grows with n, so scan upward.
     start = max(2, _ceil(approx) - 2)
     while True:
