@@ -50,6 +50,21 @@ class XdistHooks:
                         return
                 super()._reschedule(node)
 
+            def _assign_work_unit(self, node: Any) -> None:
+                # A worker killed mid-row may have reported the row before it: the controller answers that
+                # report with the next unit before xdist has seen the worker go down, and execnet raises
+                # OSError on the send (an INTERNALERROR that ends the run). The unit goes back to the front
+                # of the queue, nothing more is sent to the dead worker, and xdist's node-down event follows
+                # (remove_node: the row it died on, then the rest of its work, go to the others).
+                scope, unit = next(iter(self.workqueue.items()))
+                try:
+                    super()._assign_work_unit(node)
+                except OSError:
+                    self.assigned_work[node].pop(scope, None)
+                    self.workqueue[scope] = unit
+                    self.workqueue.move_to_end(scope, last=False)
+                    node.shutdown()
+
             def remove_node(self, node: Any) -> str | None:
                 """A worker finished or crashed: requeue its unfinished rows, except the one it died on.
 

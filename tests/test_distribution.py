@@ -26,8 +26,11 @@ class MockNode:
         self.gateway = MockGateway(gateway_id)
         self.sent: list[list[int]] = []  # collection indices, one list per send_runtest_some call
         self._shutdown = False
+        self.dead = False  # killed: its channel is closed, as execnet reports on a send
 
     def send_runtest_some(self, indices: Sequence[int]) -> None:
+        if self.dead:
+            raise OSError("cannot send (already closed?)")  # execnet's gateway_base.Gateway._send
         self.sent.append(list(indices))
 
     def send_runtest_all(self) -> None:
@@ -198,6 +201,23 @@ def test_a_crashed_node_loses_its_row_and_the_rest_of_its_chunk_runs_elsewhere(
     on_gw1 = [n for call in calls for n in call]
     assert "a.jsonl::r1" not in on_gw1
     # Everything but the row gw0 finished and the row it died on ran on gw1, once.
+    assert sorted(["a.jsonl::r0", "a.jsonl::r1", *on_gw1]) == sorted(COLLECTION)
+    assert sched.tests_finished
+
+
+def test_work_sent_to_a_node_that_just_died_goes_to_another(pytester: pytest.Pytester) -> None:
+    # The race a worker killed mid-row can win: its report of the row before reaches the controller, which
+    # sends it the next chunk before xdist has seen the worker go down. execnet then raises on the send.
+    sched = scheduler(pytester)
+    gw0, gw1 = nodes = start(sched, COLLECTION)
+    done = {"gw0": 0, "gw1": 0}
+    gw0.dead = True  # killed running r1, after its report of r0 went out
+    finish(sched, gw0, done)  # r0's report: gw0 is down to 2 pending rows and would get a chunk
+    assert ran(nodes, COLLECTION)["gw0"] == [A[0:3]] and gw0.shutting_down  # nothing more is sent to it
+    assert sched.remove_node(gw0) == "a.jsonl::r1"  # xdist sees it go down: the row it died on
+    run(sched, [gw1], done)
+    on_gw1 = [n for call in ran(nodes, COLLECTION)["gw1"] for n in call]
+    # The chunk that could not be sent, and the rest of gw0's, ran on gw1, once each.
     assert sorted(["a.jsonl::r0", "a.jsonl::r1", *on_gw1]) == sorted(COLLECTION)
     assert sched.tests_finished
 
