@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.evaluator import chunk_keys, row_predicate
+from pytest_llmeval.evaluator import GATE_PREFIX, chunk_keys, row_predicate
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY
 from pytest_llmeval.rowstore import RowStore
 
@@ -41,16 +41,68 @@ class XdistHooks:
                 return self._keys.get(nodeid, nodeid)
 
             def _reschedule(self, node: Any) -> None:
-                # LoadScope shuts a worker down as soon as the queue is empty. If another worker then dies,
-                # its unfinished chunks and gates come back to the queue with no live worker to take them
-                # (xdist's replacement may never register): keep idle workers until no worker has work
-                # left; DSession shuts them all down once the tests are finished.
-                if not self.workqueue and not node.shutting_down:
-                    if any(self._pending_of(work) for work in self.assigned_work.values()):
-                        return
-                super()._reschedule(node)
+                """LoadScope's, with the two rules a worker blocked in a gate needs (see _next_unit).
+
+                An xdist worker runs an item only once it has the next one (or a shutdown): a worker left
+                with a single item (a requeued row, say) would hold it while a gate elsewhere waits for it.
+                So a worker is topped up to two items where the queue allows, and one left with a single
+                row and an empty queue while another worker holds a gate is shut down, which runs the row.
+
+                LoadScope also shuts a worker down as soon as the queue is empty. If another worker then
+                dies, its unfinished chunks and gates come back to the queue with no live worker to take
+                them (xdist's replacement may never register): an idle worker is kept until no worker has
+                work left; DSession shuts them all down once the tests are finished.
+                """
+                if node.shutting_down:
+                    return
+                work = self.assigned_work[node]
+                if self.workqueue and self._pending_of(work) <= 2:
+                    self._assign_work_unit(node)
+                    while self._pending_of(work) < 2 and not node.shutting_down and self._next_unit(node):
+                        self._assign_work_unit(node)
+                if self.workqueue or node.shutting_down:
+                    return
+                pending = self._pending(node)
+                gate_elsewhere = any(
+                    GATE_PREFIX in n
+                    for other in self.assigned_work
+                    if other is not node
+                    for n in self._pending(other)
+                )
+                lone_row = len(pending) == 1 and is_row(pending[0])
+                if (lone_row and gate_elsewhere) or not any(
+                    self._pending_of(w) for w in self.assigned_work.values()
+                ):
+                    node.shutdown()
+
+            def _pending(self, node: Any) -> list[str]:
+                """The items sent to `node` and not finished, in the order it runs them."""
+                return [
+                    n
+                    for unit in self.assigned_work.get(node, {}).values()
+                    for n, done in unit.items()
+                    if not done
+                ]
+
+            def _next_unit(self, node: Any) -> str | None:
+                """The first unit in the queue `node` may take: a worker that holds a gate gets no rows.
+
+                A gate blocks its worker until every row of its file is settled, and a worker runs what it
+                was sent in order: a row sent behind a gate (rows requeued after a crash, while the others
+                already hold gates) would wait for the gate that waits for it. Such rows wait in the queue
+                for a worker without gates (xdist's replacement of the crashed one).
+                """
+                holds_gate = any(GATE_PREFIX in nodeid for nodeid in self._pending(node))
+                for scope, unit in self.workqueue.items():
+                    if not holds_gate or not any(is_row(nodeid) for nodeid in unit):
+                        return str(scope)
+                return None
 
             def _assign_work_unit(self, node: Any) -> None:
+                chosen = self._next_unit(node)
+                if chosen is None:
+                    return
+                self.workqueue.move_to_end(chosen, last=False)  # LoadScope sends the queue's first unit
                 # A worker killed mid-row may have reported the row before it: the controller answers that
                 # report with the next unit before xdist has seen the worker go down, and execnet raises
                 # OSError on the send (an INTERNALERROR that ends the run). The unit goes back to the front
@@ -105,6 +157,9 @@ class XdistHooks:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         config = config_of(node)
         recorder = config.stash[RECORDER_KEY]
+        if recorder.selection is None:
+            # Written by the worker before it reported its collection (plugin.pytest_collection_finish).
+            recorder.selection = config.stash[EVALUATOR_KEY].store.read_selection()
         if recorder.expected_rows is None:
             is_row = row_predicate(config.getini("llmeval_files"))
             recorder.expected_rows = sum(1 for n in ids if is_row(n))

@@ -29,7 +29,8 @@ from pytest_llmeval import gates
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
 from pytest_llmeval.cache import CacheStats, FileIndex, GenerationCache, ModelIdentity, identify
 from pytest_llmeval.generation import DecodingConfig
-from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec
+from pytest_llmeval.history import Baselines, Identity
+from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata, resolve_base
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -167,7 +168,7 @@ class Evaluator:
 
     options: RunOptions
     store: RowStore = field(default_factory=RowStore)
-    previous: dict[str, Any] | None = None  # results.json of a previous run, for no_regression
+    baselines: Baselines = field(default_factory=Baselines)  # earlier runs, for no_regression
     rows: dict[str, RowRef] = field(default_factory=dict)  # node id -> row, in collection order
     benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
     outputs: dict[str, RowOutputs] = field(default_factory=dict)
@@ -195,6 +196,19 @@ class Evaluator:
             # With saved predictions, `prediction` plays the adapter when `base_prediction` plays the base.
             return any(p.base_prediction is not None for p in self.predictions())
         return self.options.spec.adapter is not None
+
+    def identity(self) -> Identity:
+        """Who this run evaluates, as its results.json names it (history.identity_of), without loading."""
+        if self.options.predictions is not None:
+            # meta(): `prediction` plays the adapter when there are base predictions, else the base model.
+            return ("prediction", None) if self.has_adapter else (None, "prediction")
+        spec = self.options.spec
+        if spec.adapter is not None:
+            return str(adapter_metadata(spec.adapter)["name"]), None
+        try:
+            return None, resolve_base(spec).name
+        except ModelError:
+            return None, None  # the model never loaded: meta() names no base model either
 
     @property
     def evaluated(self) -> str:
@@ -627,14 +641,15 @@ class Evaluator:
         from pytest_llmeval.stats import compare_paired
 
         if name == "no_regression":
-            cmp, block = previous_comparison(
-                self.rows[wanted[0]].benchmark, records, self.previous, opts.alpha
-            )
+            info = self.rows[wanted[0]].benchmark
+            baseline = self.baselines.for_benchmark(info, self.identity())
+            cmp, block = previous_comparison(info, records, baseline, opts.alpha)
             verdict = gates.no_regression(
                 cmp,
                 previous_version=block["previous_version"],
                 comparable=block["comparable"],
                 reason=block["reason"],
+                baseline=block["baseline"],
             )
             return verdict, {"comparison_with_previous": block}
         adapter, base, bounded, measure = comparison_values(records)

@@ -173,14 +173,24 @@ def no_regression(
     previous_version: str | None,
     comparable: bool,
     reason: str | None = None,
+    baseline: str | None = None,
 ) -> Verdict:
-    """Is the adapter significantly worse than its previous version on the same rows ("base" = previous)?"""
+    """Is the adapter significantly worse than its previous version on the same rows ("base" = previous)?
+
+    `baseline` names the earlier run compared with (a history entry, or the --llmeval-previous file);
+    without a comparison, `reason` says why there is none.
+    """
     gate = "no_regression"
     details: dict[str, Any] = {"previous_version": previous_version, "comparable": comparable}
+    if baseline is not None:
+        details["baseline"] = baseline
     if not comparable:
         why = reason or "the benchmark changed since the previous results"
         return Verdict(gate, "skip", f"scores are not comparable: {why}", {**details, "reason": why})
     if cmp_vs_previous is None:
+        if reason:
+            message = f"no baseline to compare against: {reason}"
+            return Verdict(gate, "skip", message, {**details, "reason": reason})
         return Verdict(gate, "skip", "no previous results to compare against", details)
     cmp = cmp_vs_previous
     details["comparison"] = cmp.to_json()

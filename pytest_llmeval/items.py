@@ -95,7 +95,7 @@ class BenchmarkFile(pytest.File):
         }
         for case in benchmark.cases:
             yield CaseItem.from_parent(self, name=case.id, case=case, info=info)
-        for name in gate_names(in_domain=inside, has_previous=run.previous is not None):
+        for name in gate_names(in_domain=inside, has_previous=run.baselines.available):
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, info=info)
 
 

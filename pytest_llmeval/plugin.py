@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,11 @@ import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
+from pytest_llmeval.history import Baselines, entries, history_dir
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
 from pytest_llmeval.recorder import Recorder
+from pytest_llmeval.records import BenchmarkInfo
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
 
@@ -162,8 +164,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=Path,
         default=None,
         metavar="PATH",
-        help="results.json of the previous adapter version, for no_regression "
-        "(default: an existing file at --llmeval-results)",
+        help="results.json to compare with in no_regression (default: the newest complete run of the same "
+        "adapter on the same benchmark content in the history)",
+    )
+    group.addoption(
+        "--llmeval-history-keep",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="keep the N newest runs in the history (.llmeval/history/ beside results.json), and any run "
+        "that is still a baseline (default: keep every run)",
+    )
+    group.addoption(
+        "--llmeval-no-history",
+        action="store_true",
+        default=False,
+        help="write no history entry and read none: no_regression then compares with the results.json "
+        "this run replaces (when it is a complete run of the same adapter)",
     )
     group.addoption(
         "--llmeval-predictions",
@@ -348,17 +365,17 @@ def pytest_configure(config: pytest.Config) -> None:
         composite_weights=_composite_weights(config),
         cache_dir=_generation_cache_dir(config),
     )
-    previous = _previous_results(config)
+    baselines = _baselines(config)
     store = RowStore()
     if _is_worker(config):
         spool = config.workerinput.get("llmeval_spool")  # type: ignore[attr-defined]
         if spool:
             store = RowStore(Path(spool), str(config.workerinput["workerid"]))  # type: ignore[attr-defined]
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
-    config.stash[EVALUATOR_KEY] = Evaluator(options=options, store=store, previous=previous)
+    config.stash[EVALUATOR_KEY] = Evaluator(options=options, store=store, baselines=baselines)
     if not _is_worker(config):
         recorder = Recorder(
-            alpha=gate_options.alpha, composite_weights=options.composite_weights, previous=previous
+            alpha=gate_options.alpha, composite_weights=options.composite_weights, baselines=baselines
         )
         config.stash[RECORDER_KEY] = recorder
         config.pluginmanager.register(_RecordSink(recorder, store, config), "llmeval-records")
@@ -386,21 +403,34 @@ def _generation_cache_dir(config: pytest.Config) -> Path | None:
     return config.rootpath / ".pytest_cache" / "d" / "llmeval"
 
 
-def _previous_results(config: pytest.Config) -> dict[str, Any] | None:
-    """--llmeval-previous, else the results.json this run is about to replace (when there is one)."""
+def _results_path(config: pytest.Config) -> Path:
+    return Path(config.invocation_params.dir / config.option.llmeval_results)
+
+
+def _baselines(config: pytest.Config) -> Baselines:
+    """Where no_regression finds its baseline: --llmeval-previous, else the history (history.Baselines).
+
+    Listed once, at configure: the entry this run writes at its end is never its own baseline, and every
+    xdist worker sees the same candidates as the controller.
+    """
     explicit: Path | None = config.option.llmeval_previous
-    path = explicit or config.invocation_params.dir / config.option.llmeval_results
-    if not path.is_file():
-        if explicit is not None:
+    if explicit is not None:
+        if not explicit.is_file():
             raise pytest.UsageError(f"--llmeval-previous {explicit}: no such file")
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        if explicit is not None:
+        try:
+            data = json.loads(explicit.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"--llmeval-previous {explicit}: not a results.json ({exc})") from None
-        return None  # a damaged old file is replaced, not compared with
-    return data if isinstance(data, dict) and isinstance(data.get("benchmarks"), list) else None
+        if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)):
+            raise pytest.UsageError(f"--llmeval-previous {explicit}: not a results.json (no benchmarks list)")
+        return Baselines(explicit=data, explicit_source=str(explicit))
+    results = _results_path(config)
+    folder = history_dir(results)
+    candidates = [] if config.option.llmeval_no_history else list(reversed(entries(folder)))
+    if candidates:
+        return Baselines(candidates=candidates, where=str(folder))
+    # No history yet (or --llmeval-no-history): the results.json this run replaces, by the same rules.
+    return Baselines(candidates=[results] if results.is_file() else [], where=str(results))
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -450,15 +480,56 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
 
 
+_DESELECTED_KEY = pytest.StashKey[list[BenchmarkInfo]]()
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    # -k, -m, --lf, --deselect: rows collected but not run make a run partial (selection_of).
+    rows = [item for item in items if isinstance(item, CaseItem)]
+    if rows:
+        rows[0].config.stash.setdefault(_DESELECTED_KEY, []).extend(r.info for r in rows)
+
+
+def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> dict[str, Any]:
+    """Rows selected, rows in the benchmark files they came from, and what selected them.
+
+    Node ids on the command line collect only their rows (the others are never items, never deselected):
+    the files' row counts tell those apart, so every way of running part of a benchmark is caught.
+    """
+    deselected = config.stash.get(_DESELECTED_KEY, [])
+    files = {info["name"]: info["n_rows"] for info in [*selected, *deselected]}
+    opt = config.option
+    how = []
+    if getattr(opt, "keyword", ""):
+        how.append(f"-k '{opt.keyword}'")
+    if getattr(opt, "markexpr", ""):
+        how.append(f"-m '{opt.markexpr}'")
+    if getattr(opt, "lf", False):
+        how.append("--lf")
+    if getattr(opt, "stepwise", False):
+        how.append("--sw")
+    if getattr(opt, "deselect", None):
+        how.append("--deselect")
+    if any("::" in arg for arg in config.args):
+        how.append("node ids on the command line")
+    return {"selected": len(selected), "total": sum(files.values()), "how": ", ".join(how) or "a selection"}
+
+
+@pytest.hookimpl(tryfirst=True)  # under xdist: before the worker reports its collection to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
     rows = [
         RowRef(nodeid=item.nodeid, benchmark=item.info, case=item.case)
         for item in session.items
         if isinstance(item, CaseItem)
     ]
-    session.config.stash[EVALUATOR_KEY].set_rows(rows)
+    run = session.config.stash[EVALUATOR_KEY]
+    run.set_rows(rows)
+    selection = selection_of(session.config, [r.benchmark for r in rows])
+    if _is_worker(session.config):
+        run.store.publish_selection(selection)
     if RECORDER_KEY in session.config.stash:  # serially the controller collects too
         recorder = session.config.stash[RECORDER_KEY]
+        recorder.selection = selection
         recorder.expected_rows = len(rows)
         for r in rows:
             name = r.benchmark["name"]
@@ -594,12 +665,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     if session.shouldfail:
         reasons.append(f"stopped early: {session.shouldfail}")
     recorder.add_meta(run.meta(), process="controller")
-    document = recorder.document(reasons=reasons)
+    document = recorder.document(reasons=reasons, identity=run.identity())
     from pytest_llmeval.results import write_atomic, write_text_atomic
 
-    path = config.invocation_params.dir / config.option.llmeval_results
+    path = _results_path(config)
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
+    if not config.option.llmeval_no_history:
+        from pytest_llmeval import history
+
+        # Written once, here on the controller (workers return above): results.json is the latest run,
+        # the history keeps every run.
+        folder = history.history_dir(path)
+        entry = history.append(folder, document)
+        removed = []
+        if config.option.llmeval_history_keep is not None:
+            removed = history.prune(folder, config.option.llmeval_history_keep)
+        config.stash[_HISTORY_KEY] = (entry, len(removed))
     from pytest_llmeval.report import html_report, spot_check_markdown
 
     # The LocoLLM spot check: five rows side by side, beside results.json.
@@ -622,6 +704,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
+_HISTORY_KEY = pytest.StashKey[tuple[Path, int]]()  # the entry written, and how many old ones were pruned
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -653,3 +736,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
         terminalreporter.write_line(f"predictions matching no benchmark row: {shown}", yellow=True)
     terminalreporter.write_line(f"results written to {path}")
+    if _HISTORY_KEY in config.stash:
+        entry, removed = config.stash[_HISTORY_KEY]
+        pruned = f" ({removed} older run(s) removed: --llmeval-history-keep)" if removed else ""
+        terminalreporter.write_line(f"history: {entry}{pruned}; list with `python -m pytest_llmeval history`")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmeval.cache import CacheStats
+from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.records import GateRecord, RowRecord
 from pytest_llmeval.results import build_results
 
@@ -23,13 +24,15 @@ class Recorder:
 
     alpha: float
     composite_weights: dict[str, float] | None
-    previous: dict[str, Any] | None
+    baselines: Baselines  # earlier runs, for comparison_with_previous
     records: dict[str, RowRecord] = field(default_factory=dict)  # node id -> record
     gates: dict[str, GateRecord] = field(default_factory=dict)  # node id -> verdict
     expected_rows: int | None = None  # rows collected (under xdist: from a worker's collection)
     # Serially, rows collected per benchmark (for progress lines); under xdist the controller collects none.
     expected_by_benchmark: dict[str, int] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)  # rows whose test ended without a record, and why
+    # The collection's selection (selection_of): rows selected, rows in the collected files, and how.
+    selection: dict[str, Any] | None = None
     _metas: dict[str, dict[str, Any]] = field(default_factory=dict)  # process -> its latest metadata
 
     def add_row(self, record: RowRecord) -> None:
@@ -53,9 +56,14 @@ class Recorder:
 
     def incomplete_reasons(self) -> list[str]:
         """Why the recorded rows are not the whole run (the session's own stop reasons come on top)."""
+        reasons = []
+        selection = self.selection or {}
+        if selection.get("selected", 0) < selection.get("total", 0):
+            selected, total, how = selection["selected"], selection["total"], selection["how"]
+            reasons.append(f"{selected} of {total} rows selected ({how})")
         if self.expected_rows is not None and len(self.records) < self.expected_rows:
-            return [f"{len(self.records)} of {self.expected_rows} rows finished"]
-        return []
+            reasons.append(f"{len(self.records)} of {self.expected_rows} rows finished")
+        return reasons
 
     def meta(self) -> dict[str, Any]:
         """The richest process metadata (every process that loaded the model reports the same; one that
@@ -76,14 +84,18 @@ class Recorder:
             meta["inference_config"] = {**meta["inference_config"], "cache": {**caches[0], **total.to_json()}}
         return meta
 
-    def document(self, *, reasons: Sequence[str]) -> dict[str, Any]:
-        """The results.json document of everything recorded."""
+    def document(self, *, reasons: Sequence[str], identity: Identity) -> dict[str, Any]:
+        """The results.json document of everything recorded; `identity` picks baselines in the history."""
         reasons = [*reasons, *self.incomplete_reasons()]
         meta = self.meta()
         document = build_results(
             self.records.values(),
             gates=self.gates.values(),
-            previous=self.previous,
+            previous=(
+                (lambda benchmark: self.baselines.for_benchmark(benchmark, identity))
+                if self.baselines.available
+                else None
+            ),
             alpha=self.alpha,
             composite_weights=self.composite_weights,
             meta=meta,

@@ -1144,8 +1144,11 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
         out += _composite_html(bench["composite"], "Composite score", adapter)
     previous = bench.get("comparison_with_previous")
     if previous:
-        text = f"Against version {previous.get('previous_version')}: "
-        if not previous.get("comparable"):
+        run = f" (run {previous['baseline']})" if previous.get("baseline") else ""
+        text = f"Against version {previous.get('previous_version')}{run}: "
+        if previous.get("comparable") and previous.get("reason"):
+            text = f"No baseline to compare against: {previous['reason']}"
+        elif not previous.get("comparable"):
             text += f"not comparable ({previous.get('reason')})"
         elif previous.get("statistics"):
             s = previous["statistics"]

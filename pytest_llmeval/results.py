@@ -15,10 +15,11 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
@@ -286,19 +287,49 @@ def composite_summary(
     return out if any_metric else None
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The earlier run a benchmark's rows are compared with (no_regression), or why there is none."""
+
+    document: Mapping[str, Any] | None
+    source: str | None = None  # where it was read from: a history entry, or the --llmeval-previous file
+    reason: str | None = None  # why there is none (document None)
+
+
+# What build_results compares with: one earlier document for every benchmark (--llmeval-previous), or a
+# lookup that picks each benchmark's baseline (history.Baselines.for_benchmark), or nothing.
+Previous: TypeAlias = "Mapping[str, Any] | Callable[[BenchmarkInfo], Baseline] | None"
+
+
+def baseline_lookup(previous: Previous) -> Callable[[BenchmarkInfo], Baseline] | None:
+    """`previous` as a lookup from a benchmark to its baseline."""
+    if previous is None or callable(previous):
+        return previous
+    document = previous
+    return lambda _benchmark: Baseline(document)
+
+
 def previous_comparison(
     benchmark: BenchmarkInfo,
     records: Sequence[Mapping[str, Any]],
-    previous: Mapping[str, Any] | None,
+    baseline: Baseline,
     alpha: float,
 ) -> tuple[Any, dict[str, Any]]:
-    """This run's evaluated scores against the previous results' on the same rows.
+    """This run's evaluated scores against the baseline's on the same rows.
 
-    (stats.PairedComparison or None, results.json's `comparison_with_previous` block). Not comparable when
-    the benchmark file changed, or the previous document is of another schema version.
+    (stats.PairedComparison or None, results.json's `comparison_with_previous` block). No comparison when
+    there is no baseline (the block's reason says why); not comparable when the benchmark file changed,
+    or the baseline is of another schema version.
     """
     name = benchmark["name"]
-    block: dict[str, Any] = {"previous_version": None, "comparable": True, "reason": None, "statistics": None}
+    block: dict[str, Any] = {
+        "previous_version": None,
+        "comparable": True,
+        "reason": baseline.reason,
+        "statistics": None,
+        "baseline": baseline.source,
+    }
+    previous = baseline.document
     if previous is None:
         return None, block
     block["previous_version"] = _version_of(previous)
@@ -398,7 +429,7 @@ def build_results(
     *,
     meta: Mapping[str, Any],
     gates: Iterable[GateRecord] = (),
-    previous: Mapping[str, Any] | None = None,
+    previous: Previous = None,
     alpha: float = 0.05,
     composite_weights: Mapping[str, float] | None = None,
     complete: bool,
@@ -418,13 +449,18 @@ def build_results(
         gates_of.setdefault(gate["benchmark"]["name"], {})[gate["gate"]] = gate
         info.setdefault(gate["benchmark"]["name"], gate["benchmark"])
     has_adapter = bool(ordered) and ordered[0]["evaluated"] == ADAPTER
+    lookup = baseline_lookup(previous)
+    baselines = {name: None if lookup is None else lookup(info[name]) for name in by_benchmark}
     benchmarks = []
     for name in sorted(by_benchmark):
         benchmarks.append(
-            _benchmark_entry(info[name], by_benchmark[name], gates_of.get(name, {}), previous, alpha, weights)
+            _benchmark_entry(
+                info[name], by_benchmark[name], gates_of.get(name, {}), baselines[name], alpha, weights
+            )
         )
     when = (timestamp or datetime.now(timezone.utc)).astimezone(timezone.utc)
     top, why = _top_level(benchmarks, has_adapter)
+    top_baseline = None if top is None else baselines[top["benchmark_file"]]
     current = {
         "version": meta.get("adapter_version"),
         "adapter_score": None if top is None else top["results"]["adapter_score"],
@@ -456,7 +492,11 @@ def build_results(
             "top_p": float(decoding.get("top_p", 1.0)),
             **inference,
         },
-        "previous_version": None if previous is None else _previous_version(previous, top),
+        "previous_version": (
+            None
+            if top_baseline is None or top_baseline.document is None
+            else _previous_version(top_baseline.document, top)
+        ),
         "current_version": current,
         # Beyond the standard.
         "top_level": {"benchmark": None if top is None else top["benchmark_file"], "reason": why},
@@ -476,7 +516,7 @@ def _benchmark_entry(
     bench: BenchmarkInfo,
     rows: Sequence[RowRecord],
     gates: Mapping[str, GateRecord],
-    previous: Mapping[str, Any] | None,
+    baseline: Baseline | None,
     alpha: float,
     weights: Mapping[str, float],
 ) -> dict[str, Any]:
@@ -524,12 +564,12 @@ def _benchmark_entry(
     composite = composite_summary(rows, weights)
     if composite is not None:
         entry["composite"] = composite
-    if previous is not None:
+    if baseline is not None:
         regression = gates.get("no_regression")
         if regression is not None and regression["statistics"] is not None:
             entry["comparison_with_previous"] = regression["statistics"]["comparison_with_previous"]
         else:
-            entry["comparison_with_previous"] = previous_comparison(bench, rows, previous, alpha)[1]
+            entry["comparison_with_previous"] = previous_comparison(bench, rows, baseline, alpha)[1]
     if has_adapter and bench["domain"] == "out":
         verdict = gates.get("no_degradation")
         entry["out_of_domain"] = out_of_domain_figure(

@@ -94,6 +94,24 @@ class RowStore:
         missing = {n: lost.get(n, "no record arrived") for n in nodeids if n not in found}
         return [found[n] for n in nodeids if n in found], missing
 
+    def publish_selection(self, selection: dict[str, object]) -> None:
+        """Worker: what its collection selected (the controller collects nothing under xdist)."""
+        if self.spool is not None and self.worker_id is not None:
+            from pytest_llmeval.results import write_atomic
+
+            write_atomic(self.spool / f"selection-{self.worker_id}.json", selection)
+
+    def read_selection(self) -> dict[str, object] | None:
+        """Controller: a worker's selection (every worker collects the same), once one has written it."""
+        for path in sorted(self.spool.glob("selection-*.json")) if self.spool is not None else []:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data
+        return None
+
     def remove(self) -> None:
         """Controller, at the end: the spool is gone with the run."""
         if self.spool is not None:

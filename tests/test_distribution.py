@@ -295,6 +295,63 @@ def test_rows_left_by_a_crash_go_to_the_replacement_worker_before_any_gate(pytes
     assert sched.tests_finished
 
 
+def test_rows_requeued_after_a_crash_never_go_behind_a_gate(pytester: pytest.Pytester) -> None:
+    # Seen under load: gw1 died, its rows went back to the queue while gw0 already ran a gate, and gw0 got
+    # them behind that gate: the gate waited for rows that waited for the gate (a hang until the stall limit).
+    sched = scheduler(pytester)
+    gates = [f"{file}::gate::g{i}" for file in ("a.jsonl", "sub/b.jsonl") for i in range(8)]
+    collection = [*A, *B, *gates]
+    gw0, gw1 = start(sched, collection)
+    done = {"gw0": 0, "gw1": 0, "gw2": 0}
+    while not any(collection[i] in gates for i in gw0.indices()):
+        finish(sched, gw0, done)
+    assert done["gw1"] < len(gw1.indices())
+    sched.remove_node(gw1)  # gw1 dies in its first row: the rest of its chunk goes back to the queue
+    rows_left = [n for n in sched.workqueue if n not in gates]
+    assert rows_left  # rows wait in the queue while gw0 holds gates
+    while done["gw0"] < len(gw0.indices()):
+        sent, before = len(gw0.sent), len(gw0.indices())
+        finish(sched, gw0, done)
+        # A gate gw0 had been sent and not finished when the scheduler sent it more.
+        holds_gate = any(collection[i] in gates for i in gw0.indices()[done["gw0"] : before])
+        for call in gw0.sent[sent:]:
+            behind_gate = holds_gate and any(collection[i] in [*A, *B] for i in call)
+            assert not behind_gate, f"rows {[collection[i] for i in call]} sent behind a gate"
+    gw2 = MockNode("gw2")  # the worker xdist starts in place of gw1: the rows are its
+    sched.add_node(gw2)
+    sched.add_node_collection(gw2, collection)
+    sched.schedule()
+    run(sched, [gw0, gw2], done)
+    assert sched.tests_finished
+    ran_somewhere = {collection[i] for node in (gw0, gw1, gw2) for i in node.indices()}
+    assert ran_somewhere == set(collection)
+
+
+def test_a_lone_row_a_gate_waits_for_is_run_not_held(pytester: pytest.Pytester) -> None:
+    # An xdist worker runs an item only once the next one (or a shutdown) arrives. A replacement worker
+    # given the one row left of a crashed chunk, with the queue empty and gw0 blocked in a gate waiting
+    # for that row, must be shut down (which runs the row), not kept idle holding it.
+    sched = scheduler(pytester)
+    collection = [*A, *GATES]
+    gw0, gw1 = start(sched, collection)
+    done = {"gw0": 0, "gw1": 0, "gw2": 0}
+    while sched.workqueue:
+        finish(sched, gw0, done)
+    pending_gw1 = [collection[i] for i in gw1.indices()[done["gw1"] :]]
+    assert len(pending_gw1) == 3 and all(n in A for n in pending_gw1)  # one chunk of 3 rows
+    # gw0 holds gates: the 2 rows requeued after gw1 dies on the first of its 3 go to no one else.
+    assert any(collection[i] in GATES for i in gw0.indices()[done["gw0"] :])
+    finish(sched, gw1, done)  # gw1 finishes one row, then dies on the next: one row is left
+    assert sched.remove_node(gw1) == pending_gw1[1]
+    gw2 = MockNode("gw2")
+    sched.add_node(gw2)
+    sched.add_node_collection(gw2, collection)
+    sched.schedule()
+    assert [collection[i] for i in gw2.indices()] == [pending_gw1[2]]
+    assert gw2.shutting_down  # its one row runs now
+    assert not gw0.shutting_down
+
+
 def test_no_worker_is_shut_down_while_another_still_has_work(pytester: pytest.Pytester) -> None:
     sched = scheduler(pytester)
     gw0, gw1 = start(sched, COLLECTION)

@@ -149,11 +149,17 @@ def test_no_regression_against_the_previous_results(
     bench = data["benchmarks"][0]
     assert bench["comparison_with_previous"]["comparable"] is True
     assert bench["gates"]["no_regression"]["status"] == "pass"
-    # A changed benchmark is not compared.
+    # A changed benchmark is not compared: no earlier run holds this content.
     (pytester.path / "bench.jsonl").write_text(jsonl([*ROWS, row("r7")]))
     third = pytester.runpytest(*args(tiny_model, tiny_adapter, "-k", "no_regression or not gate"))
     third.assert_outcomes(failed=7, skipped=1, deselected=5)
-    third.stdout.fnmatch_lines(["SKIPPED*scores are not comparable: bench.jsonl changed*"])
+    third.stdout.fnmatch_lines(
+        [
+            "SKIPPED*no baseline to compare against: bench.jsonl changed since the last complete run of "
+            "adapter 'tiny-adapter' (*_tiny-adapter_0.0.1.json: sha256:* -> sha256:*); runs on other "
+            "content are never compared"
+        ]
+    )
 
 
 def test_bad_thresholds_are_usage_errors(pytester: pytest.Pytester) -> None:

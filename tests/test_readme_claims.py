@@ -264,10 +264,17 @@ def better_on_three(pytester: pytest.Pytester, adapter_right: int = 3) -> str:
 
 def test_gate_point_passes_on_the_point_estimate_alone(pytester: pytest.Pytester) -> None:
     preds = better_on_three(pytester)
-    args = [preds, "--llmeval-domain=bench*", "-k", "better_than_base or not gate", "-rfs"]
+    # Each run writes its own results file, and no history: none is the baseline of another (no_regression).
+    args = [
+        preds,
+        "--llmeval-domain=bench*",
+        "-k",
+        "better_than_base or not gate",
+        "-rfs",
+        "--llmeval-no-history",
+    ]
     # 3 discordant rows, all for the adapter: exact McNemar p = 0.25, not significant. (The adapter gets
     # 3 rows wrong: those fail whatever the gate.)
-    # Each run writes its own results file: none of them is the previous results of another (no_regression).
     significant = pytester.runpytest(*args, "--llmeval-results=significant.json")
     significant.assert_outcomes(passed=9, failed=4, deselected=4)
     significant.stdout.fnmatch_lines(

@@ -48,7 +48,7 @@ from pytest_llmeval.report import (
     spot_check_markdown,
     summary_lines,
 )
-from pytest_llmeval.results import build_results
+from pytest_llmeval.results import Baseline, Previous, build_results
 
 DATA = Path(__file__).parent / "data"
 HOSTILE = "a|b `tick` **bold** <script>alert(1)</script>\nsecond line ``` fence"
@@ -144,7 +144,7 @@ def document(
     *,
     complete: bool = True,
     reason: str | None = None,
-    previous: dict[str, Any] | None = None,
+    previous: Previous = None,
 ) -> dict[str, Any]:
     """The results.json document of `rows`, as results.build_results makes it, with gates_of(rows)."""
     adapter = any(r["evaluated"] == ADAPTER for r in rows)
@@ -743,6 +743,17 @@ def test_comparison_with_the_previous_version_in_points() -> None:
     expected = f"Against version 1.0: +50.0 pt (95% CI {ci}), McNemar exact p = {stats['p_value']:.2g}"
     assert expected in html_text(html_report(now))
     assert "previous version1.0: adapter 50.0%, base 0.0%" in html_text(html_report(now))
+
+
+def test_the_baseline_run_is_named_and_its_absence_explained() -> None:
+    before = document([row("a.jsonl", f"r{i}", 0.0, float(i < 2)) for i in range(4)])
+    rows = [row("a.jsonl", f"r{i}", 0.0, 1.0) for i in range(4)]
+    named = document(rows, previous=lambda _bench: Baseline(before, source="20261126T173012.123456Z_a.json"))
+    shown = html_text(html_report(named))
+    assert "Against version 1.0 (run 20261126T173012.123456Z_a.json): +50.0 pt" in shown
+    why = "no earlier run of adapter 'a' on a.jsonl in the history"
+    none = document(rows, previous=lambda _bench: Baseline(None, reason=why))
+    assert f"No baseline to compare against: {why}" in html_text(html_report(none))
 
 
 # ---------------------------------------------------------------------------------------------------------

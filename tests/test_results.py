@@ -1300,7 +1300,7 @@ def test_a_model_without_any_metric_of_the_composite_says_so() -> None:
 # comparison with the previous results: what the block says, and previous documents of other shapes
 
 
-def test_the_comparison_with_previous_block_is_exactly_the_four_keys() -> None:
+def test_the_comparison_with_previous_block_is_exactly_the_five_keys() -> None:
     previous = _previous_run("0.9", 0.0, 0.5)
     doc = build([scored("r1", 0.0, 1.0), scored("r2", 0.0, 1.0)], previous=previous, alpha=0.1)
     block = doc["benchmarks"][0]["comparison_with_previous"]
@@ -1310,6 +1310,7 @@ def test_the_comparison_with_previous_block_is_exactly_the_four_keys() -> None:
         "comparable": True,
         "reason": None,
         "statistics": cmp.to_json(),
+        "baseline": None,  # a document given as is: no history entry to name
     }
     assert block["statistics"]["alpha"] == 0.1
 
@@ -1348,6 +1349,7 @@ def test_a_previous_document_without_benchmarks_or_rows_is_read_as_having_none()
             "comparable": True,
             "reason": None,
             "statistics": None,
+            "baseline": None,
         }
 
 

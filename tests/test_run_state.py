@@ -71,7 +71,13 @@ def test_serial_and_xdist_agree_without_gates_domain_included(
     rows = [row(f"q{i:02d}", instruction=f"Question {i}?" + " more" * (i % 4)) for i in range(10)]
     pytester.makefile(".jsonl", inside=jsonl(rows[:6]), outside=jsonl(rows[6:]))
     # -m "not gate": the domain of each benchmark still comes from collection, not from gate records.
-    args = [*model_args(tiny_model, tiny_adapter), "--llmeval-batch-size=3", "--llmeval-domain=inside*"]
+    # No history: the serial run would be the parallel run's baseline (this test compares the two as peers).
+    args = [
+        *model_args(tiny_model, tiny_adapter),
+        "--llmeval-batch-size=3",
+        "--llmeval-domain=inside*",
+        "--llmeval-no-history",
+    ]
     pytester.runpytest(*args, "--llmeval-results=serial.json")
     pytester.runpytest(*args, "-n", "2", "--llmeval-results=parallel.json")
     a, b = results(pytester, "serial.json"), results(pytester, "parallel.json")
