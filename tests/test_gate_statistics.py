@@ -121,6 +121,7 @@ def test_known_discordant_rows_give_the_exact_mcnemar_p_and_verdicts(
         *model_args(tiny_model, tiny_adapter, gates=True),
         "--llmeval-domain=task*",
         "--llmeval-batch-size=5",
+        "--llmeval-no-history",  # the runs are peers: none is another's baseline (no_regression)
         "-k",
         "not gate or better_than_base or no_degradation",
     ]

@@ -86,7 +86,8 @@ def test_serial_and_xdist_agree_on_perplexity_rows(
     pytester.makefile(".jsonl", texts=jsonl([ppl_row(i, t) for i, t in enumerate(TEXTS)]))
     # Gates included: under -n 2 the cross-entropy gate reads rows that the other worker measured.
     base = [f"--base-model={tiny_model}", f"--adapter={tiny_adapter}", "-p", "no:cacheprovider"]
-    base += ["--llmeval-batch-size=2", "--llmeval-min-rows=2"]
+    # No history: the runs are peers, neither is the other's baseline (no_regression).
+    base += ["--llmeval-batch-size=2", "--llmeval-min-rows=2", "--llmeval-no-history"]
     pytester.runpytest(*base, "--llmeval-results=serial.json")
     pytester.runpytest(*base, "-n", "2", "--llmeval-results=parallel.json")
     a, b = (json.loads((pytester.path / n).read_text()) for n in ("serial.json", "parallel.json"))

@@ -201,6 +201,7 @@ def test_serial_and_xdist_write_the_same_results(
         "4",
         "--llmeval-min-rows",
         "5",
+        "--llmeval-no-history",  # the runs are peers: neither is the other's baseline (no_regression)
     ]
     serial = pytester.runpytest(*args, "--llmeval-results", "serial.json")
     parallel = pytester.runpytest(*args, "-n", "2", "--llmeval-results", "parallel.json")

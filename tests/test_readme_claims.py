@@ -7,7 +7,8 @@
 - the adapter's `train.jsonl` (or `data/train.jsonl`, or --llmeval-train-data) "is then never collected as
   a benchmark";
 - `--llmeval-gate point` "passes on the point estimate alone";
-- `no_regression` fails when the adapter is significantly worse than the previous results on the same rows;
+- `no_regression`: "the adapter is not significantly worse than its baseline on the same rows" (it fails
+  when it is);
 - JUnit properties "`llmeval_*_perplexity` for perplexity rows";
 - `python -m pytest_llmeval.ci check results.json` "exits 1 only when a gate failed or the run is
   incomplete (and 2 when the file cannot be read)".
@@ -424,7 +425,7 @@ def test_readme_names_each_claim_tested_here() -> None:
         "xdist workers starting together wait on a file lock while one converts",
         "which is then never collected as a benchmark",
         "`--llmeval-gate point` passes on the point estimate alone",
-        "the adapter is not significantly worse than the previous version on the same rows",
+        "the adapter is not significantly worse than its baseline on the same rows",
         "(and `llmeval_*_perplexity` for perplexity rows)",
         "exits 1 only when a gate failed or the run is incomplete (and 2 when the file cannot be read)",
     ):
