@@ -274,39 +274,49 @@ def results(pytester: pytest.Pytester) -> dict[str, Any]:
     return data
 
 
-def test_rows_left_by_a_crash_go_to_the_replacement_worker_before_any_gate(pytester: pytest.Pytester) -> None:
+# More gates than a worker takes at once, so the queue still holds some when a worker dies.
+MANY_GATES = [f"{file}::gate::g{i}" for file in ("a.jsonl", "sub/b.jsonl") for i in range(8)]
+
+
+def crash_once_gw0_holds_a_gate(
+    pytester: pytest.Pytester,
+) -> tuple[Any, list[str], MockNode, MockNode, dict[str, int]]:
+    """A, B and MANY_GATES on gw0 and gw1; gw0 works until it holds a gate, then gw1 dies in its first row
+    (the rest of its chunk goes back to the queue). The scheduler, the collection, gw0, gw1, done counts."""
     sched = scheduler(pytester)
-    # More gates than a worker takes at once, so the queue still holds some when gw0 dies.
-    gates = [f"{file}::gate::g{i}" for file in ("a.jsonl", "sub/b.jsonl") for i in range(8)]
-    collection = [*A, *B, *gates]
+    collection = [*A, *B, *MANY_GATES]
     gw0, gw1 = start(sched, collection)
     done = {"gw0": 0, "gw1": 0, "gw2": 0}
-    while not any(collection[i] in gates for i in gw1.indices()):
-        finish(sched, gw1, done)
-    assert sched.workqueue and done["gw0"] < len(gw0.indices())
-    sched.remove_node(gw0)  # gw0 dies in its first row; the rest of its chunk goes back to the queue
-    gw2 = MockNode("gw2")  # the worker xdist starts in place of gw0
-    sched.add_node(gw2)
-    sched.add_node_collection(gw2, collection)
+    while not any(collection[i] in MANY_GATES for i in gw0.indices()):
+        finish(sched, gw0, done)
+    assert sched.workqueue and done["gw1"] < len(gw1.indices())
+    sched.remove_node(gw1)
+    return sched, collection, gw0, gw1, done
+
+
+def replacement(sched: Any, collection: list[str], name: str = "gw2") -> MockNode:
+    """The worker xdist starts in place of a crashed one, once its collection is in."""
+    node = MockNode(name)
+    sched.add_node(node)
+    sched.add_node_collection(node, collection)
     sched.schedule()
+    return node
+
+
+def test_rows_left_by_a_crash_go_to_the_replacement_worker_before_any_gate(pytester: pytest.Pytester) -> None:
+    sched, collection, gw0, _gw1, done = crash_once_gw0_holds_a_gate(pytester)
+    gw2 = replacement(sched, collection)
     # First the rows (a gate blocks its worker until its rows are in), then gates.
-    assert [collection[i] for i in gw2.sent[0]] == ["a.jsonl::r1", "a.jsonl::r2"]
-    run(sched, [gw1, gw2], done)
+    assert [collection[i] for i in gw2.sent[0]] == ["a.jsonl::r4", "a.jsonl::r5"]
+    run(sched, [gw0, gw2], done)
     assert sched.tests_finished
 
 
 def test_rows_requeued_after_a_crash_never_go_behind_a_gate(pytester: pytest.Pytester) -> None:
     # Seen under load: gw1 died, its rows went back to the queue while gw0 already ran a gate, and gw0 got
     # them behind that gate: the gate waited for rows that waited for the gate (a hang until the stall limit).
-    sched = scheduler(pytester)
-    gates = [f"{file}::gate::g{i}" for file in ("a.jsonl", "sub/b.jsonl") for i in range(8)]
-    collection = [*A, *B, *gates]
-    gw0, gw1 = start(sched, collection)
-    done = {"gw0": 0, "gw1": 0, "gw2": 0}
-    while not any(collection[i] in gates for i in gw0.indices()):
-        finish(sched, gw0, done)
-    assert done["gw1"] < len(gw1.indices())
-    sched.remove_node(gw1)  # gw1 dies in its first row: the rest of its chunk goes back to the queue
+    sched, collection, gw0, gw1, done = crash_once_gw0_holds_a_gate(pytester)
+    gates = MANY_GATES
     rows_left = [n for n in sched.workqueue if n not in gates]
     assert rows_left  # rows wait in the queue while gw0 holds gates
     while done["gw0"] < len(gw0.indices()):
@@ -317,10 +327,7 @@ def test_rows_requeued_after_a_crash_never_go_behind_a_gate(pytester: pytest.Pyt
         for call in gw0.sent[sent:]:
             behind_gate = holds_gate and any(collection[i] in [*A, *B] for i in call)
             assert not behind_gate, f"rows {[collection[i] for i in call]} sent behind a gate"
-    gw2 = MockNode("gw2")  # the worker xdist starts in place of gw1: the rows are its
-    sched.add_node(gw2)
-    sched.add_node_collection(gw2, collection)
-    sched.schedule()
+    gw2 = replacement(sched, collection)  # the rows are the replacement's
     run(sched, [gw0, gw2], done)
     assert sched.tests_finished
     ran_somewhere = {collection[i] for node in (gw0, gw1, gw2) for i in node.indices()}
@@ -343,10 +350,7 @@ def test_a_lone_row_a_gate_waits_for_is_run_not_held(pytester: pytest.Pytester) 
     assert any(collection[i] in GATES for i in gw0.indices()[done["gw0"] :])
     finish(sched, gw1, done)  # gw1 finishes one row, then dies on the next: one row is left
     assert sched.remove_node(gw1) == pending_gw1[1]
-    gw2 = MockNode("gw2")
-    sched.add_node(gw2)
-    sched.add_node_collection(gw2, collection)
-    sched.schedule()
+    gw2 = replacement(sched, collection)
     assert [collection[i] for i in gw2.indices()] == [pending_gw1[2]]
     assert gw2.shutting_down  # its one row runs now
     assert not gw0.shutting_down
