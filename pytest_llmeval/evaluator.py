@@ -79,6 +79,8 @@ class RunOptions:
     composite_weights: dict[str, float] | None = None  # None: results.DEFAULT_COMPOSITE_WEIGHTS
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
     cache_dir: Path | None = None  # --llmeval-cache-dir (default: pytest's cache); None: --llmeval-no-cache
+    context_overflow: str = "error"  # --llmeval-context-overflow: generation.OVERFLOW_POLICIES
+    token_budget: int | None = 32768  # --llmeval-token-budget: padded tokens per generation batch
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,14 @@ class RowOutputs:
     adapter_measure: dict[str, Any] | None = None
     # --llmeval-fluency: per model name, its output's and the reference's perplexity
     fluency: dict[str, FluencyRecord] | None = None
+
+
+def _free_device_memory(loaded: LoadedModel) -> None:
+    """After a failed batch on CUDA (out of memory, say): release what the failed forward held."""
+    if loaded.device.type == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 class RowError(Exception):
@@ -172,6 +182,9 @@ class Evaluator:
     rows: dict[str, RowRef] = field(default_factory=dict)  # node id -> row, in collection order
     benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
     outputs: dict[str, RowOutputs] = field(default_factory=dict)
+    row_errors: dict[str, str] = field(default_factory=dict)  # rows of a computed chunk that have no output
+    truncated: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows whose prompt was cut to fit
+    retries: list[dict[str, Any]] = field(default_factory=list)  # generation batches split after a failure
     notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
     cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
@@ -293,8 +306,14 @@ class Evaluator:
                 kind = self.rows[nodeid].case.evaluation_type
                 raise RowSkipped(f"{kind} rows {why}, and --llmeval-predictions loads none")
             return self._saved_output(nodeid)
+        if nodeid in self.row_errors:
+            raise RowError(self.row_errors[nodeid])
         if nodeid not in self.outputs:
-            chunk = [n for n in self._chunks[self._chunk_of[nodeid]] if n not in self.outputs]
+            chunk = [
+                n
+                for n in self._chunks[self._chunk_of[nodeid]]
+                if n not in self.outputs and n not in self.row_errors
+            ]
             by_measure: dict[str | None, list[str]] = {}
             for n in chunk:
                 by_measure.setdefault(SCORERS[self.rows[n].case.evaluation_type].measure, []).append(n)
@@ -308,17 +327,47 @@ class Evaluator:
                 self._measure_perplexity(by_measure["perplexity"])
             if "choices" in by_measure:
                 self._measure_choices(by_measure["choices"])
+        if nodeid in self.row_errors:
+            raise RowError(self.row_errors[nodeid])
         return self.outputs[nodeid]
 
+    def _where(self, nodeid: str) -> str:
+        ref = self.rows[nodeid]
+        return f"{ref.benchmark['name']}:{ref.case.line}"
+
     def _generate(self, nodeids: list[str]) -> None:
-        from pytest_llmeval.generation import build_prompt, generate
+        """Generate a chunk's rows, base then adapter. A row whose prompt does not fit the model's context
+        (--llmeval-context-overflow error), or on which generation fails, becomes an error of its own
+        (row_errors); every other row of the chunk is generated and scored as usual."""
+        from pytest_llmeval.generation import context_length, fit_prompt, generate
 
         loaded = self.loaded()
-        cases = [self.rows[n].case for n in nodeids]
-        prompts = [build_prompt(loaded.tokenizer, c.instruction, c.input) for c in cases]
-        limits = [int(c.evaluation_config.get("max_new_tokens", self.options.max_new_tokens)) for c in cases]
+        context = context_length(loaded.model, loaded.tokenizer)
+        fitting: list[str] = []
+        prompts: list[str] = []
+        limits: list[int] = []
+        for n in nodeids:
+            case = self.rows[n].case
+            limit = int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
+            try:
+                prompt, truncated = fit_prompt(
+                    loaded.tokenizer,
+                    case.instruction,
+                    case.input,
+                    max_new_tokens=limit,
+                    context=context or 2**62,
+                    policy=self.options.context_overflow,
+                )
+            except ValueError as exc:
+                self.row_errors[n] = f"{self._where(n)}: {exc}"
+                continue
+            if truncated is not None:
+                self.truncated[n] = truncated
+            fitting.append(n)
+            prompts.append(prompt)
+            limits.append(limit)
 
-        def run(adapter: bool) -> list[str]:
+        def run(adapter: bool, rows: list[int]) -> list[str]:
             def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
                 with loaded.adapter_enabled(adapter):
                     return generate(
@@ -327,24 +376,49 @@ class Evaluator:
                         batch,
                         max_new_tokens=batch_limits,
                         batch_size=len(batch),
+                        token_budget=self.options.token_budget,
                     )
 
+            these, their_limits = [prompts[i] for i in rows], [limits[i] for i in rows]
             cached = self._generation_cache()
             if cached is None:
-                return produce(prompts, limits)
+                return produce(these, their_limits)
             cache, identity = cached
             # Stored outputs are served; the misses are generated together, in one batch.
-            texts = cache.generate(identity, "adapter" if adapter else "base", prompts, limits, produce)
+            texts = cache.generate(identity, "adapter" if adapter else "base", these, their_limits, produce)
             self.notices.extend(cache.take_problems())
             return texts
 
-        base = run(False)
-        adapter: list[str | None] = list(run(True)) if self.has_adapter else [None] * len(nodeids)
-        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(nodeids)
-        if self.options.fluency:
-            fluency = self._fluency([c.expected_output for c in cases], base, adapter)
-        for n, b, a, f in zip(nodeids, base, adapter, fluency, strict=True):
-            self.outputs[n] = RowOutputs(base=b, adapter=a, fluency=f)
+        def isolated(adapter: bool, rows: list[int]) -> dict[int, str]:
+            """Outputs of `rows`; a batch that fails is split in halves until the failing row is alone."""
+            try:
+                return dict(zip(rows, run(adapter, rows), strict=True))
+            except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
+                why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
+                _free_device_memory(loaded)
+                side = "adapter" if adapter else "base"
+                if len(rows) == 1:
+                    n = fitting[rows[0]]
+                    self.row_errors[n] = f"{self._where(n)}: generation failed ({side}): {why}"
+                    return {}
+                self.retries.append({"side": side, "rows": len(rows), "error": why})
+                half = len(rows) // 2
+                return isolated(adapter, rows[:half]) | isolated(adapter, rows[half:])
+
+        base = isolated(False, list(range(len(fitting))))
+        ok = [i for i in range(len(fitting)) if i in base]
+        adapter: dict[int, str] = isolated(True, ok) if self.has_adapter and ok else {}
+        if self.has_adapter:
+            ok = [i for i in ok if i in adapter]
+        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
+        if self.options.fluency and ok:
+            fluency = self._fluency(
+                [self.rows[fitting[i]].case.expected_output for i in ok],
+                [base[i] for i in ok],
+                [adapter.get(i) for i in ok],
+            )
+        for i, f in zip(ok, fluency, strict=True):
+            self.outputs[fitting[i]] = RowOutputs(base=base[i], adapter=adapter.get(i), fluency=f)
 
     def _generation_cache(self) -> tuple[GenerationCache, ModelIdentity] | None:
         """The generation cache and the loaded model's identity in it; None when off or unusable."""
@@ -485,6 +559,9 @@ class Evaluator:
             models[ADAPTER] = {"output": out.adapter, "score": None}
         for name, measured in (out.fluency or {}).items():
             models[name]["fluency"] = measured
+        if nodeid in self.truncated:
+            for side_record in models.values():
+                side_record["prompt_truncated"] = self.truncated[nodeid]
         try:
             resources = {name: self._resource(name, ref) for name in SCORERS[case.evaluation_type].uses}
         except RowSkipped as exc:
@@ -681,6 +758,9 @@ class Evaluator:
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",
                 "batch_size": self.options.batch_size,
+                "token_budget": self.options.token_budget,
+                "context_overflow": self.options.context_overflow,
+                "batch_retries": list(self.retries),
                 "device": spec.device,
                 "dtype": spec.dtype,
                 "cache": self.cache_info(),

@@ -57,6 +57,84 @@ def build_prompt(tokenizer: PreTrainedTokenizerBase, instruction: str, input: st
     return PLAIN_TEMPLATE_NO_INPUT.format(instruction=instruction)
 
 
+# What to do with a row whose prompt plus max_new_tokens is longer than the model's context.
+OVERFLOW_POLICIES = ("error", "truncate-left", "truncate-middle")
+# Where truncate-middle cut the input.
+ELISION = " [...] "
+
+
+def context_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The model's context in tokens: its max_position_embeddings, else the tokenizer's model_max_length."""
+    found = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(found, int) and found > 0:
+        return found
+    # Tokenizers without a limit report a huge sentinel (int(1e30)): that is no context length.
+    found = getattr(tokenizer, "model_max_length", None)
+    return found if isinstance(found, int) and 0 < found < 10_000_000 else None
+
+
+def _count(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def fit_prompt(
+    tokenizer: PreTrainedTokenizerBase,
+    instruction: str,
+    input: str,
+    *,
+    max_new_tokens: int,
+    context: int,
+    policy: str,
+) -> tuple[str, dict[str, Any] | None]:
+    """The row's prompt fitted to the model's context: (prompt, how it was truncated, or None).
+
+    A prompt whose tokens plus max_new_tokens exceed `context` is an error under policy "error" (ValueError
+    with the counts and the ways out); "truncate-left" drops the start of the input, "truncate-middle" its
+    middle (marked by ELISION): the instruction and the template are always kept whole, and the end of the
+    input, where a question after a long document usually is, survives both.
+    """
+    if policy not in OVERFLOW_POLICIES:
+        raise ValueError(
+            f"context overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, got {policy!r}"
+        )
+    prompt = build_prompt(tokenizer, instruction, input)
+    tokens = _count(tokenizer, prompt)
+    if tokens + max_new_tokens <= context:
+        return prompt, None
+    need = f"{tokens} prompt tokens + max_new_tokens {max_new_tokens} = {tokens + max_new_tokens} tokens"
+    if policy == "error":
+        raise ValueError(
+            f"{need}, more than the model's context of {context}: --llmeval-context-overflow "
+            "truncate-left or truncate-middle shortens the input, or lower the row's "
+            "evaluation_config.max_new_tokens"
+        )
+    ids: list[int] = tokenizer(input, add_special_tokens=False)["input_ids"]
+    keep = context - max_new_tokens - (tokens - len(ids))
+    while keep > 0:
+        if policy == "truncate-left":
+            text = str(tokenizer.decode(ids[-keep:]))
+        else:
+            head, tail = ids[: keep // 2], ids[len(ids) - (keep - keep // 2) :]
+            text = str(tokenizer.decode(head)) + ELISION + str(tokenizer.decode(tail))
+        fitted = build_prompt(tokenizer, instruction, text)
+        fitted_tokens = _count(tokenizer, fitted)
+        over = fitted_tokens + max_new_tokens - context
+        if over <= 0:
+            return fitted, {
+                "policy": policy,
+                "prompt_tokens": fitted_tokens,
+                "original_prompt_tokens": tokens,
+                "input_tokens_kept": keep,
+                "input_tokens": len(ids),
+                "context": context,
+            }
+        keep -= over  # tokens merge differently where the text was cut (and around the elision): cut more
+    raise ValueError(
+        f"{need}, more than the model's context of {context}, and the instruction and template alone leave "
+        "no room for any of the input: shorten the instruction or lower evaluation_config.max_new_tokens"
+    )
+
+
 def template_info(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     """How prompts were built, for results.json: the chat template's hash, or the plain template itself."""
     template = getattr(tokenizer, "chat_template", None)
@@ -79,8 +157,13 @@ def generate(
     batch_size: int,
     add_special_tokens: bool = False,
     sampling: Sampling | None = None,
+    token_budget: int | None = None,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
+
+    A batch holds at most `batch_size` rows and, with `token_budget`, at most that many padded tokens
+    (rows x (longest prompt + largest max_new_tokens)): one long row is batched alone instead of inflating
+    a batch of short ones to its length.
 
     `max_new_tokens` may differ per prompt: each row leaves its batch at its own limit or at EOS.
     Chat-templated prompts carry their own special tokens, hence add_special_tokens=False by default.
@@ -103,8 +186,7 @@ def generate(
     order = sorted(range(len(prompts)), key=lambda i: (-len(encoded[i]), i))
     device = next(model.parameters()).device
     outputs: list[str] = [""] * len(prompts)
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
+    for rows in token_batches(order, [len(e) for e in encoded], limits, batch_size, token_budget):
         # Rows of a benchmark share the chat template's system turn and usually the instruction: that
         # shared prefix (P tokens) is computed once and its cache copied to every row, instead of B times.
         shared = shared_prefix_length([encoded[i] for i in rows])
@@ -137,6 +219,33 @@ def generate(
             text = tokenizer.decode(row_tokens, skip_special_tokens=True)
             outputs[i] = str(text).strip()
     return outputs
+
+
+def token_batches(
+    order: Sequence[int],
+    lengths: Sequence[int],
+    limits: Sequence[int],
+    batch_size: int,
+    token_budget: int | None,
+) -> list[list[int]]:
+    """`order` (longest prompt first) cut into batches of at most `batch_size` rows and `token_budget`
+    padded tokens; a row alone over the budget is a batch of its own."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current:
+            width = max(lengths[j] for j in current) + max(limits[j] for j in [*current, i])
+            over_budget = (
+                token_budget is not None
+                and (len(current) + 1) * max(width, lengths[i] + limits[i]) > token_budget
+            )
+            if len(current) >= batch_size or over_budget:
+                batches.append(current)
+                current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
+from pytest_llmeval.generation import OVERFLOW_POLICIES
 from pytest_llmeval.history import Baselines, entries, history_dir
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
@@ -241,6 +242,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the prompt and the decoding settings (default: pytest's cache, .pytest_cache/d/llmeval)",
     )
     group.addoption(
+        "--llmeval-context-overflow",
+        choices=OVERFLOW_POLICIES,
+        default="error",
+        help="a row whose prompt plus max_new_tokens is longer than the model's context: error (default: "
+        "that row is an error, with its token counts), or truncate-left / truncate-middle (drop the start or "
+        "the middle of its input, keep the instruction; the row's record says so)",
+    )
+    group.addoption(
+        "--llmeval-token-budget",
+        type=_positive_int,
+        default=32768,
+        metavar="N",
+        help="padded tokens per generation batch, rows x (longest prompt + max_new_tokens) (default 32768): "
+        "a long row is batched alone instead of inflating a batch of short ones",
+    )
+    group.addoption(
         "--llmeval-no-cache",
         action="store_true",
         default=False,
@@ -364,6 +381,8 @@ def pytest_configure(config: pytest.Config) -> None:
         judge_model=opt.llmeval_judge_model,
         composite_weights=_composite_weights(config),
         cache_dir=_generation_cache_dir(config),
+        context_overflow=opt.llmeval_context_overflow,
+        token_budget=opt.llmeval_token_budget,
     )
     baselines = _baselines(config)
     store = RowStore()

@@ -45,6 +45,8 @@ class SideRecord(TypedDict, total=False):
     score: dict[str, Any] | None  # scorers.Score.to_json(); None when the scorer raised
     measurement: dict[str, Any]  # what the model measured, kept when scoring failed (the judge's runs)
     fluency: FluencyRecord  # --llmeval-fluency: perplexity of this side's output
+    # --llmeval-context-overflow truncate-*: the prompt was cut to fit the model's context (how, in tokens)
+    prompt_truncated: dict[str, Any]
 
 
 class RowRecord(TypedDict):
