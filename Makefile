@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/perplexity.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/cache.py
+	$(BIN)/python bench/token_budget.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

@@ -57,6 +57,10 @@ def build_prompt(tokenizer: PreTrainedTokenizerBase, instruction: str, input: st
     return PLAIN_TEMPLATE_NO_INPUT.format(instruction=instruction)
 
 
+# A row joins a batch only if the batch's padded width is at most this many times its own tokens: a long
+# document among short questions is generated alone instead of making each of them pay for its length,
+# while the ordinary spread of a benchmark's prompt lengths (well under 4x) still batches together.
+MAX_PADDING = 4.0
 # What to do with a row whose prompt plus max_new_tokens is longer than the model's context.
 OVERFLOW_POLICIES = ("error", "truncate-left", "truncate-middle")
 # Where truncate-middle cut the input.
@@ -158,12 +162,13 @@ def generate(
     add_special_tokens: bool = False,
     sampling: Sampling | None = None,
     token_budget: int | None = None,
+    max_padding: float = MAX_PADDING,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
     A batch holds at most `batch_size` rows and, with `token_budget`, at most that many padded tokens
-    (rows x (longest prompt + largest max_new_tokens)): one long row is batched alone instead of inflating
-    a batch of short ones to its length.
+    (rows x (longest prompt + largest max_new_tokens)); no row is padded beyond MAX_PADDING times its own
+    length: one long row is batched alone instead of inflating a batch of short ones to its length.
 
     `max_new_tokens` may differ per prompt: each row leaves its batch at its own limit or at EOS.
     Chat-templated prompts carry their own special tokens, hence add_special_tokens=False by default.
@@ -186,7 +191,9 @@ def generate(
     order = sorted(range(len(prompts)), key=lambda i: (-len(encoded[i]), i))
     device = next(model.parameters()).device
     outputs: list[str] = [""] * len(prompts)
-    for rows in token_batches(order, [len(e) for e in encoded], limits, batch_size, token_budget):
+    for rows in token_batches(
+        order, [len(e) for e in encoded], limits, batch_size, token_budget, max_padding
+    ):
         # Rows of a benchmark share the chat template's system turn and usually the instruction: that
         # shared prefix (P tokens) is computed once and its cache copied to every row, instead of B times.
         shared = shared_prefix_length([encoded[i] for i in rows])
@@ -227,19 +234,22 @@ def token_batches(
     limits: Sequence[int],
     batch_size: int,
     token_budget: int | None,
+    max_padding: float = MAX_PADDING,
 ) -> list[list[int]]:
     """`order` (longest prompt first) cut into batches of at most `batch_size` rows and `token_budget`
-    padded tokens; a row alone over the budget is a batch of its own."""
+    padded tokens, in which no row is padded to more than `max_padding` times its own tokens (prompt plus
+    max_new_tokens); a row alone over the budget is a batch of its own."""
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
         if current:
             width = max(lengths[j] for j in current) + max(limits[j] for j in [*current, i])
+            too_padded = width > max_padding * (lengths[i] + limits[i])
             over_budget = (
                 token_budget is not None
                 and (len(current) + 1) * max(width, lengths[i] + limits[i]) > token_budget
             )
-            if len(current) >= batch_size or over_budget:
+            if len(current) >= batch_size or over_budget or too_padded:
                 batches.append(current)
                 current = []
         current.append(i)

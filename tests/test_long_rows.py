@@ -101,13 +101,19 @@ def test_token_batches_put_a_long_row_alone() -> None:
     lengths = [9000, 40, 38, 35, 30, 20]
     limits = [64] * 6
     order = sorted(range(6), key=lambda i: -lengths[i])
-    # Two rows padded to the long one's 9000 + 64 tokens would be 18,128: over 16,384.
-    assert token_batches(order, lengths, limits, 32, 16384) == [[0], [1, 2, 3, 4, 5]]
-    assert token_batches(order, lengths, limits, 32, 32768) == [[0, 1, 2], [3, 4, 5]]
-    assert token_batches(order, lengths, limits, 32, None) == [[0, 1, 2, 3, 4, 5]]
-    assert token_batches(order, lengths, limits, 2, None) == [[0, 1], [2, 3], [4, 5]]
+    # A short row padded to the long one's 9000 + 64 tokens would pay 87 times its own 104: never.
+    assert token_batches(order, lengths, limits, 32, 32768) == [[0], [1, 2, 3, 4, 5]]
+    assert token_batches(order, lengths, limits, 32, None) == [[0], [1, 2, 3, 4, 5]]
+    # Without the padding limit only the budget cuts: two rows of 9064 padded tokens are over 16,384.
+    assert token_batches(order, lengths, limits, 32, 16384, max_padding=1000) == [[0], [1, 2, 3, 4, 5]]
+    assert token_batches(order, lengths, limits, 32, 32768, max_padding=1000) == [[0, 1, 2], [3, 4, 5]]
+    assert token_batches(order, lengths, limits, 32, None, max_padding=1000) == [[0, 1, 2, 3, 4, 5]]
+    assert token_batches(order, lengths, limits, 2, None) == [[0], [1, 2], [3, 4], [5]]
     # 3 rows of (40 + 64) padded tokens fit 312; a fourth would not.
     assert token_batches(order[1:], lengths, limits, 32, 312) == [[1, 2, 3], [4, 5]]
+    # 4x is the limit: a row of 30 + 0 tokens joins a batch 120 wide, not one 121 wide.
+    assert token_batches([0, 1], [120, 30], [0, 0], 32, None) == [[0, 1]]
+    assert token_batches([0, 1], [121, 30], [0, 0], 32, None) == [[0], [1]]
     # A row over the budget on its own is still generated, alone.
     assert token_batches([0], lengths, limits, 32, 100) == [[0]]
 
@@ -132,11 +138,16 @@ def test_generate_batches_by_token_budget_with_the_same_outputs(
     # Room for the long row alone (and for the five short ones together), not for the long one and another.
     budget = long_tokens + 8 + 50
     assert 5 * (len(tok(prompts[1], add_special_tokens=False)["input_ids"]) + 8) <= budget
-    budgeted = generation.generate(model, tok, prompts, max_new_tokens=8, batch_size=32, token_budget=budget)
-    assert batches == [1, 5]  # the long row alone, then the five short ones together
+    budgeted = generation.generate(
+        model, tok, prompts, max_new_tokens=8, batch_size=32, token_budget=budget, max_padding=1000
+    )
+    assert batches == [1, 5]  # the budget alone: the long row alone, then the five short ones together
     batches.clear()
-    together = generation.generate(model, tok, prompts, max_new_tokens=8, batch_size=32)
-    assert batches == [6] and together == budgeted
+    unpadded = generation.generate(model, tok, prompts, max_new_tokens=8, batch_size=32)
+    assert batches == [1, 5]  # the padding limit alone (a short row would pay ~10x its length)
+    batches.clear()
+    together = generation.generate(model, tok, prompts, max_new_tokens=8, batch_size=32, max_padding=1000)
+    assert batches == [6] and together == budgeted == unpadded
 
 
 # --- through the plugin ----------------------------------------------------------------------------------
