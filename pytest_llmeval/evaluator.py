@@ -508,11 +508,42 @@ class Evaluator:
 
     def _measure_choices(self, nodeids: list[str]) -> None:
         """Multiple-choice rows: every choice's log-likelihood after the row's prompt, adapter off and on."""
+        from pytest_llmeval.generation import context_length, fit_prompt
         from pytest_llmeval.measures import choice_likelihoods
 
-        cases = [self.rows[n].case for n in nodeids]
-        base, adapter = choice_likelihoods(self.loaded(), cases, with_adapter=self.has_adapter)
-        self._store_measures(nodeids, base, adapter)
+        loaded = self.loaded()
+        tok = loaded.tokenizer
+        context = context_length(loaded.model, tok)
+        fitting: list[str] = []
+        prompts: list[str] = []
+        for n in nodeids:
+            case = self.rows[n].case
+            # Room after the prompt for the longest choice: every choice is scored after the same prompt.
+            longest = max(
+                len(tok(c, add_special_tokens=False)["input_ids"]) for c in case.evaluation_config["choices"]
+            )
+            try:
+                prompt, truncated = fit_prompt(
+                    tok,
+                    case.instruction,
+                    case.input,
+                    max_new_tokens=longest,
+                    context=context or 2**62,
+                    policy=self.options.context_overflow,
+                    reserved="the longest choice",
+                )
+            except ValueError as exc:
+                self.row_errors[n] = f"{self._where(n)}: {exc}"
+                continue
+            if truncated is not None:
+                self.truncated[n] = truncated
+            fitting.append(n)
+            prompts.append(prompt)
+        if not fitting:
+            return
+        cases = [self.rows[n].case for n in fitting]
+        base, adapter = choice_likelihoods(loaded, cases, with_adapter=self.has_adapter, prompts=prompts)
+        self._store_measures(fitting, base, adapter)
 
     def _store_measures(
         self, nodeids: list[str], base: list[dict[str, Any]], adapter: list[dict[str, Any] | None]

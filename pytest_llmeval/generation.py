@@ -89,13 +89,15 @@ def fit_prompt(
     max_new_tokens: int,
     context: int,
     policy: str,
+    reserved: str = "max_new_tokens",
 ) -> tuple[str, dict[str, Any] | None]:
     """The row's prompt fitted to the model's context: (prompt, how it was truncated, or None).
 
     A prompt whose tokens plus max_new_tokens exceed `context` is an error under policy "error" (ValueError
     with the counts and the ways out); "truncate-left" drops the start of the input, "truncate-middle" its
     middle (marked by ELISION): the instruction and the template are always kept whole, and the end of the
-    input, where a question after a long document usually is, survives both.
+    input, where a question after a long document usually is, survives both. `reserved` names what the
+    max_new_tokens after the prompt are for, in messages ("the longest choice" for multiple choice).
     """
     if policy not in OVERFLOW_POLICIES:
         raise ValueError(
@@ -105,12 +107,12 @@ def fit_prompt(
     tokens = _count(tokenizer, prompt)
     if tokens + max_new_tokens <= context:
         return prompt, None
-    need = f"{tokens} prompt tokens + max_new_tokens {max_new_tokens} = {tokens + max_new_tokens} tokens"
+    need = f"{tokens} prompt tokens + {reserved} {max_new_tokens} = {tokens + max_new_tokens} tokens"
     if policy == "error":
+        lower = " or lower the row's evaluation_config.max_new_tokens" if reserved == "max_new_tokens" else ""
         raise ValueError(
             f"{need}, more than the model's context of {context}: --llmeval-context-overflow "
-            "truncate-left or truncate-middle shortens the input, or lower the row's "
-            "evaluation_config.max_new_tokens"
+            f"truncate-left or truncate-middle shortens the input{',' if lower else ''}{lower}"
         )
     ids: list[int] = tokenizer(input, add_special_tokens=False)["input_ids"]
     keep = context - max_new_tokens - (tokens - len(ids))
@@ -135,7 +137,7 @@ def fit_prompt(
         keep -= over  # tokens merge differently where the text was cut (and around the elision): cut more
     raise ValueError(
         f"{need}, more than the model's context of {context}, and the instruction and template alone leave "
-        "no room for any of the input: shorten the instruction or lower evaluation_config.max_new_tokens"
+        f"no room for any of the input: shorten the instruction (or what {reserved} needs)"
     )
 
 

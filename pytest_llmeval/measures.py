@@ -70,8 +70,12 @@ def text_perplexities(
     return _both(loaded, with_adapter, measure)
 
 
-def choice_likelihoods(loaded: LoadedModel, cases: Sequence[Case], *, with_adapter: bool) -> Sides:
-    """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches."""
+def choice_likelihoods(
+    loaded: LoadedModel, cases: Sequence[Case], *, with_adapter: bool, prompts: Sequence[str] | None = None
+) -> Sides:
+    """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches.
+
+    `prompts`: each row's prompt when it is not the one build_prompt makes (cut to fit the context)."""
     from pytest_llmeval.generation import build_prompt
     from pytest_llmeval.perplexity import continuation_nll
     from pytest_llmeval.scorers.multiple_choice import expected_index
@@ -79,11 +83,10 @@ def choice_likelihoods(loaded: LoadedModel, cases: Sequence[Case], *, with_adapt
     tok = loaded.tokenizer
     pairs: list[tuple[list[int], list[int]]] = []
     starts: list[int] = []  # each row's first pair
-    for case in cases:
+    for index, case in enumerate(cases):
         # The prompt as generation sees it; a choice is what the assistant would answer.
-        context: list[int] = tok(build_prompt(tok, case.instruction, case.input), add_special_tokens=False)[
-            "input_ids"
-        ]
+        prompt = build_prompt(tok, case.instruction, case.input) if prompts is None else prompts[index]
+        context: list[int] = tok(prompt, add_special_tokens=False)["input_ids"]
         starts.append(len(pairs))
         for choice in case.evaluation_config["choices"]:
             pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))

@@ -272,3 +272,38 @@ def test_a_failing_batch_is_split_until_the_failing_row_is_alone(
         r == {"side": "base", "rows": r["rows"], "error": "RuntimeError: cannot generate this input"}
         for r in retries
     )
+
+
+def test_a_multiple_choice_row_longer_than_the_context_is_fitted_the_same_way(
+    pytester: pytest.Pytester, tiny_model: Path
+) -> None:
+    config = {"choices": ["red", "green", "blue sky"]}
+    rows = [
+        row(
+            "long",
+            instruction="Which colour?",
+            input=LONG_INPUT[:8000],
+            expected="green",
+            evaluation_type="multiple_choice",
+            evaluation_config=config,
+        ),
+        row(
+            "short",
+            instruction="Which colour?",
+            expected="green",
+            evaluation_type="multiple_choice",
+            evaluation_config=config,
+        ),
+    ]
+    pytester.makefile(".jsonl", bench=jsonl(rows))
+    pytester.runpytest(*model_args(tiny_model))
+    by_id = rows_by_id(pytester)
+    error = by_id["long"]["error"]
+    assert error.startswith("bench.jsonl:1: ") and "+ the longest choice 2 = " in error
+    assert error.endswith("--llmeval-context-overflow truncate-left or truncate-middle shortens the input")
+    assert by_id["short"]["error"] is None and by_id["short"]["models"]["base"]["score"] is not None
+    pytester.runpytest(*model_args(tiny_model), "--llmeval-context-overflow=truncate-middle")
+    long = rows_by_id(pytester)["long"]
+    assert long["error"] is None and long["models"]["base"]["score"] is not None
+    cut = long["models"]["base"]["prompt_truncated"]
+    assert cut["policy"] == "truncate-middle" and cut["prompt_tokens"] + 2 <= 1024
