@@ -320,9 +320,10 @@ class Evaluator:
             generated = by_measure.get(None, []) + by_measure.get("judge", [])
             if generated:
                 self._generate(generated)
-                self._warm_embeddings(generated)
+                # Rows whose generation failed (row_errors) have no outputs to embed or judge.
+                self._warm_embeddings([n for n in generated if n in self.outputs])
             if "judge" in by_measure:
-                self._judge(by_measure["judge"])
+                self._judge([n for n in by_measure["judge"] if n in self.outputs])
             if "perplexity" in by_measure:
                 self._measure_perplexity(by_measure["perplexity"])
             if "choices" in by_measure:
@@ -555,12 +556,25 @@ class Evaluator:
         """llm_judge rows: the judge grades base and adapter outputs, `runs` sampled runs each, batched."""
         from pytest_llmeval.measures import judge_runs
 
+        if not nodeids:
+            return
         judge = self._model_named(self.options.judge_model)
         name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
         cases = [self.rows[n].case for n in nodeids]
         outputs = [(self.outputs[n].base, self.outputs[n].adapter) for n in nodeids]
-        graded = judge_runs(judge, name, cases, outputs, batch_size=self.options.batch_size)
-        for n, (base, adapter) in zip(nodeids, graded, strict=True):
+        graded, errors = judge_runs(
+            judge,
+            name,
+            cases,
+            outputs,
+            batch_size=self.options.batch_size,
+            context_overflow=self.options.context_overflow,
+        )
+        for i, (n, both) in enumerate(zip(nodeids, graded, strict=True)):
+            if both is None:
+                self.row_errors[n] = f"{self._where(n)}: {errors[i]}"
+                continue
+            base, adapter = both
             self.outputs[n] = replace(self.outputs[n], base_measure=base, adapter_measure=adapter)
 
     def score_row(self, nodeid: str) -> RowResult:

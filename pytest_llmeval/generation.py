@@ -99,11 +99,34 @@ def fit_prompt(
     input, where a question after a long document usually is, survives both. `reserved` names what the
     max_new_tokens after the prompt are for, in messages ("the longest choice" for multiple choice).
     """
+    return fit_text(
+        tokenizer,
+        lambda text: build_prompt(tokenizer, instruction, text),
+        input,
+        max_new_tokens=max_new_tokens,
+        context=context,
+        policy=policy,
+        reserved=reserved,
+    )
+
+
+def fit_text(
+    tokenizer: PreTrainedTokenizerBase,
+    render: Callable[[str], str],
+    input: str,
+    *,
+    max_new_tokens: int,
+    context: int,
+    policy: str,
+    reserved: str = "max_new_tokens",
+) -> tuple[str, dict[str, Any] | None]:
+    """fit_prompt for any prompt made from one input: `render(input)` is the prompt (a judge's request,
+    say), and only the input is ever cut."""
     if policy not in OVERFLOW_POLICIES:
         raise ValueError(
             f"context overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, got {policy!r}"
         )
-    prompt = build_prompt(tokenizer, instruction, input)
+    prompt = render(input)
     tokens = _count(tokenizer, prompt)
     if tokens + max_new_tokens <= context:
         return prompt, None
@@ -122,7 +145,7 @@ def fit_prompt(
         else:
             head, tail = ids[: keep // 2], ids[len(ids) - (keep - keep // 2) :]
             text = str(tokenizer.decode(head)) + ELISION + str(tokenizer.decode(tail))
-        fitted = build_prompt(tokenizer, instruction, text)
+        fitted = render(text)
         fitted_tokens = _count(tokenizer, fitted)
         over = fitted_tokens + max_new_tokens - context
         if over <= 0:

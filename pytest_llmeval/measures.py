@@ -122,14 +122,21 @@ def judge_runs(
     outputs: Sequence[tuple[str | None, str | None]],
     *,
     batch_size: int,
-) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    context_overflow: str = "error",
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None] | None], dict[int, str]]:
     """Per llm_judge row, for its base and adapter outputs: the judge's `runs` sampled grades.
 
     Run r of a row uses seed `seed + r`, each prompt its own generator (generation.Sampling), and every
-    request of the chunk is generated in shared batches, grouped by temperature.
+    request of the chunk is generated in shared batches, grouped by temperature. A request longer than the
+    judge's context is fitted by `context_overflow` (generation.fit_text: the row's input is what is cut);
+    a row whose request cannot be fitted gets None and its error in the second value, by row index.
     """
-    from pytest_llmeval.generation import Sampling, build_prompt, generate
+    from pytest_llmeval.generation import Sampling, build_prompt, context_length, fit_text, generate
     from pytest_llmeval.scorers import llm_judge
+
+    context = context_length(judge.model, judge.tokenizer) or 2**62
+    errors: dict[int, str] = {}
+    truncated: dict[tuple[int, str], dict[str, Any]] = {}
 
     requests: list[tuple[int, str, int]] = []  # (row, side, run)
     prompts: list[str] = []
@@ -140,14 +147,34 @@ def judge_runs(
         for side, text in zip(("base", "adapter"), sides, strict=True):
             if text is None:
                 continue
-            request = llm_judge.judge_request(
-                config["rubric"], case.instruction, case.input, case.expected_output, text, config
-            )
+            limit = int(llm_judge.option(config, "judge_max_new_tokens"))
+
+            def render(given: str, case: Case = case, config: Any = config, text: str = text) -> str:
+                request = llm_judge.judge_request(
+                    config["rubric"], case.instruction, given, case.expected_output, text, config
+                )
+                return build_prompt(judge.tokenizer, request)
+
+            try:
+                prompt, cut = fit_text(
+                    judge.tokenizer,
+                    render,
+                    case.input,
+                    max_new_tokens=limit,
+                    context=context,
+                    policy=context_overflow,
+                    reserved="judge_max_new_tokens",
+                )
+            except ValueError as exc:
+                errors[index] = f"the judge's request for the {side} output: {exc}"
+                continue
+            if cut is not None:
+                truncated[(index, side)] = cut
             for run in range(int(llm_judge.option(config, "runs"))):
                 requests.append((index, side, run))
-                prompts.append(build_prompt(judge.tokenizer, request))
+                prompts.append(prompt)
                 seeds.append(int(llm_judge.option(config, "seed")) + run)
-                limits.append(int(llm_judge.option(config, "judge_max_new_tokens")))
+                limits.append(limit)
     by_temperature: dict[float, list[int]] = {}
     for i, (index, _, _) in enumerate(requests):
         temperature = float(llm_judge.option(cases[index].evaluation_config, "temperature"))
@@ -168,13 +195,17 @@ def judge_runs(
     runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for (index, side, run), seed, text in zip(requests, seeds, texts, strict=True):
         runs.setdefault((index, side), []).append({"run": run, "seed": seed, "output": text})
+
+    def graded(i: int, side: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"judge": name, "runs": runs[(i, side)]}
+        if (i, side) in truncated:
+            out["prompt_truncated"] = truncated[(i, side)]
+        return out
+
     return [
-        (
-            {"judge": name, "runs": runs[(i, "base")]},
-            {"judge": name, "runs": runs[(i, "adapter")]} if (i, "adapter") in runs else None,
-        )
+        None if i in errors else (graded(i, "base"), graded(i, "adapter") if (i, "adapter") in runs else None)
         for i in range(len(cases))
-    ]
+    ], errors
 
 
 def fluency(

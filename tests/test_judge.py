@@ -139,3 +139,35 @@ def test_without_the_option_the_base_model_judges(
     score = record["models"]["base"]["score"]
     assert score["judge"] == f"{judge_model} (the base model, adapter off)"
     assert {r["output"] for r in score["runs"]} <= set(JUDGE_SAYS)
+
+
+def test_a_judge_request_longer_than_the_judges_context_is_fitted_or_the_rows_error(
+    pytester: pytest.Pytester, tiny_model: Path, judge_model: Path
+) -> None:
+    # An input that fits the evaluated model's prompt (1024 tokens, 4 new) but not the judge's request,
+    # which adds the rubric, the reference and the answer to it.
+    from transformers import AutoTokenizer
+
+    from pytest_llmeval.generation import build_prompt
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    overhead = len(tok(build_prompt(tok, "Greet the reader.", "x"), add_special_tokens=False)["input_ids"])
+    text = " ".join(["word"] * (1024 - 4 - overhead - 8))
+    prompt_tokens = len(
+        tok(build_prompt(tok, "Greet the reader.", text), add_special_tokens=False)["input_ids"]
+    )
+    assert 1024 - 40 < prompt_tokens + 4 <= 1024
+    rows = [{**judge_row("long"), "input": text}, judge_row("short")]
+    pytester.makefile(".jsonl", bench=jsonl(rows))
+    args = [*model_args(tiny_model), f"--llmeval-judge-model={judge_model}"]
+    pytester.runpytest(*args)
+    by_id = rows_by_id(pytester)
+    error = by_id["long"]["error"]
+    assert error.startswith("bench.jsonl:1: the judge's request for the base output: ")
+    assert "+ judge_max_new_tokens 8 = " in error and "more than the model's context of 1024" in error
+    assert by_id["short"]["error"] is None and by_id["short"]["models"]["base"]["score"] is not None
+    pytester.runpytest(*args, "--llmeval-context-overflow=truncate-left")
+    long = rows_by_id(pytester)["long"]
+    assert long["error"] is None and "prompt_truncated" not in long["models"]["base"]  # its own prompt fit
+    cut = long["models"]["base"]["score"]["judge_prompt_truncated"]
+    assert cut["policy"] == "truncate-left" and cut["prompt_tokens"] + 8 <= 1024

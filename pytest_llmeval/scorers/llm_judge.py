@@ -125,6 +125,12 @@ def score_measurement(measurement: Mapping[str, Any], config: Mapping[str, Any])
             "n_unparseable": len(runs) - len(values),
             "judge": measurement.get("judge"),
             "runs": runs,
+            # --llmeval-context-overflow truncate-*: the judge read a request whose input was cut to fit.
+            **(
+                {"judge_prompt_truncated": measurement["prompt_truncated"]}
+                if "prompt_truncated" in measurement
+                else {}
+            ),
         },
     )
 
