@@ -336,28 +336,35 @@ class Evaluator:
         ref = self.rows[nodeid]
         return f"{ref.benchmark['name']}:{ref.case.line}"
 
-    def _generate(self, nodeids: list[str]) -> None:
-        """Generate a chunk's rows, base then adapter. A row whose prompt does not fit the model's context
-        (--llmeval-context-overflow error), or on which generation fails, becomes an error of its own
-        (row_errors); every other row of the chunk is generated and scored as usual."""
-        from pytest_llmeval.generation import context_length, fit_prompt, generate
+    def _fit_rows(
+        self, nodeids: list[str], room: Callable[[Case], int], reserved: str
+    ) -> tuple[list[str], list[str], list[int]]:
+        """The rows whose prompt fits the model's context with `room(case)` tokens after it (fitted by
+        --llmeval-context-overflow), their prompts and rooms; the others go to row_errors, and the rows
+        whose prompt was cut to truncated."""
+        from pytest_llmeval.generation import build_prompt, context_length, fit_text
 
         loaded = self.loaded()
-        context = context_length(loaded.model, loaded.tokenizer)
+        context = context_length(loaded.model, loaded.tokenizer) or 2**62
         fitting: list[str] = []
         prompts: list[str] = []
-        limits: list[int] = []
+        rooms: list[int] = []
         for n in nodeids:
             case = self.rows[n].case
-            limit = int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
+            tokens = room(case)
+
+            def render(text: str, case: Case = case) -> str:
+                return build_prompt(loaded.tokenizer, case.instruction, text)
+
             try:
-                prompt, truncated = fit_prompt(
+                prompt, truncated = fit_text(
                     loaded.tokenizer,
-                    case.instruction,
+                    render,
                     case.input,
-                    max_new_tokens=limit,
-                    context=context or 2**62,
+                    max_new_tokens=tokens,
+                    context=context,
                     policy=self.options.context_overflow,
+                    reserved=reserved,
                 )
             except ValueError as exc:
                 self.row_errors[n] = f"{self._where(n)}: {exc}"
@@ -366,7 +373,21 @@ class Evaluator:
                 self.truncated[n] = truncated
             fitting.append(n)
             prompts.append(prompt)
-            limits.append(limit)
+            rooms.append(tokens)
+        return fitting, prompts, rooms
+
+    def _generate(self, nodeids: list[str]) -> None:
+        """Generate a chunk's rows, base then adapter. A row whose prompt does not fit the model's context
+        (--llmeval-context-overflow error), or on which generation fails, becomes an error of its own
+        (row_errors); every other row of the chunk is generated and scored as usual."""
+        from pytest_llmeval.generation import generate
+
+        loaded = self.loaded()
+        fitting, prompts, limits = self._fit_rows(
+            nodeids,
+            lambda case: int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens)),
+            "max_new_tokens",
+        )
 
         def run(adapter: bool, rows: list[int]) -> list[str]:
             def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
@@ -509,37 +530,18 @@ class Evaluator:
 
     def _measure_choices(self, nodeids: list[str]) -> None:
         """Multiple-choice rows: every choice's log-likelihood after the row's prompt, adapter off and on."""
-        from pytest_llmeval.generation import context_length, fit_prompt
         from pytest_llmeval.measures import choice_likelihoods
 
         loaded = self.loaded()
         tok = loaded.tokenizer
-        context = context_length(loaded.model, tok)
-        fitting: list[str] = []
-        prompts: list[str] = []
-        for n in nodeids:
-            case = self.rows[n].case
-            # Room after the prompt for the longest choice: every choice is scored after the same prompt.
-            longest = max(
+        # Room after the prompt for the longest choice: every choice is scored after the same prompt.
+        fitting, prompts, _ = self._fit_rows(
+            nodeids,
+            lambda case: max(
                 len(tok(c, add_special_tokens=False)["input_ids"]) for c in case.evaluation_config["choices"]
-            )
-            try:
-                prompt, truncated = fit_prompt(
-                    tok,
-                    case.instruction,
-                    case.input,
-                    max_new_tokens=longest,
-                    context=context or 2**62,
-                    policy=self.options.context_overflow,
-                    reserved="the longest choice",
-                )
-            except ValueError as exc:
-                self.row_errors[n] = f"{self._where(n)}: {exc}"
-                continue
-            if truncated is not None:
-                self.truncated[n] = truncated
-            fitting.append(n)
-            prompts.append(prompt)
+            ),
+            "the longest choice",
+        )
         if not fitting:
             return
         cases = [self.rows[n].case for n in fitting]

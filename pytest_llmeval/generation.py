@@ -81,35 +81,6 @@ def _count(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def fit_prompt(
-    tokenizer: PreTrainedTokenizerBase,
-    instruction: str,
-    input: str,
-    *,
-    max_new_tokens: int,
-    context: int,
-    policy: str,
-    reserved: str = "max_new_tokens",
-) -> tuple[str, dict[str, Any] | None]:
-    """The row's prompt fitted to the model's context: (prompt, how it was truncated, or None).
-
-    A prompt whose tokens plus max_new_tokens exceed `context` is an error under policy "error" (ValueError
-    with the counts and the ways out); "truncate-left" drops the start of the input, "truncate-middle" its
-    middle (marked by ELISION): the instruction and the template are always kept whole, and the end of the
-    input, where a question after a long document usually is, survives both. `reserved` names what the
-    max_new_tokens after the prompt are for, in messages ("the longest choice" for multiple choice).
-    """
-    return fit_text(
-        tokenizer,
-        lambda text: build_prompt(tokenizer, instruction, text),
-        input,
-        max_new_tokens=max_new_tokens,
-        context=context,
-        policy=policy,
-        reserved=reserved,
-    )
-
-
 def fit_text(
     tokenizer: PreTrainedTokenizerBase,
     render: Callable[[str], str],
@@ -120,8 +91,16 @@ def fit_text(
     policy: str,
     reserved: str = "max_new_tokens",
 ) -> tuple[str, dict[str, Any] | None]:
-    """fit_prompt for any prompt made from one input: `render(input)` is the prompt (a judge's request,
-    say), and only the input is ever cut."""
+    """`render(input)`, the prompt, fitted to the model's context: (prompt, how it was truncated, or None).
+
+    A prompt whose tokens plus max_new_tokens exceed `context` is an error under policy "error" (ValueError
+    with the counts and the ways out); "truncate-left" drops the start of the input, "truncate-middle" its
+    middle (marked by ELISION): the instruction and the template are always kept whole, and the end of the
+    input, where a question after a long document usually is, survives both. `reserved` names what the
+    max_new_tokens after the prompt are for, in messages ("the longest choice" for multiple choice).
+    A row's prompt is `render = lambda text: build_prompt(tokenizer, instruction, text)`; a judge's request
+    renders the same way, and only the input is ever cut.
+    """
     if policy not in OVERFLOW_POLICIES:
         raise ValueError(
             f"context overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, got {policy!r}"

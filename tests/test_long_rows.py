@@ -12,7 +12,7 @@ import pytest
 from helpers import jsonl, model_args, row
 
 from pytest_llmeval import generation
-from pytest_llmeval.generation import ELISION, build_prompt, fit_prompt, token_batches
+from pytest_llmeval.generation import ELISION, build_prompt, fit_text, token_batches
 
 # About 12,000 words: longer than the embedded model's context (8192 tokens), as in the issue.
 LONG_INPUT = (
@@ -29,6 +29,11 @@ def tokenizer() -> Any:
     from pytest_llmeval.models import embedded_model_dir
 
     return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def fit_prompt(tokenizer: Any, instruction: str, input: str, **fit: Any) -> tuple[str, dict[str, Any] | None]:
+    """A row's prompt fitted as the evaluator fits it."""
+    return fit_text(tokenizer, lambda text: build_prompt(tokenizer, instruction, text), input, **fit)
 
 
 def count(tokenizer: Any, text: str) -> int:
