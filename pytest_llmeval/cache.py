@@ -446,13 +446,16 @@ class GenerationCache:
         found = [self.get(m) for m in materials]
         misses = [i for i, text in enumerate(found) if text is None]
         todo = misses if batch is None or not misses else list(range(len(prompts)))
-        self.stats.hits[side] += len(prompts) - len(todo)
-        self.stats.misses[side] += len(todo)
         if not todo:
+            self.stats.hits[side] += len(prompts)
             return [text for text in found if text is not None]
         fresh = produce([prompts[i] for i in todo], [limits[i] for i in todo])
         if len(fresh) != len(todo):
             raise ValueError(f"produce returned {len(fresh)} outputs for {len(todo)} prompts")
+        # Counted once the batch is made: a batch that raises is retried in halves (Evaluator._generate),
+        # and its rows must not count as generated twice.
+        self.stats.hits[side] += len(prompts) - len(todo)
+        self.stats.misses[side] += len(todo)
         served = dict(enumerate(found))
         for i, text in zip(todo, fresh, strict=True):
             served[i] = text

@@ -258,8 +258,14 @@ def test_a_failing_batch_is_split_until_the_failing_row_is_alone(
     ]
     rows[5]["instruction"] = "EXPLODE please"
     pytester.makefile(".jsonl", bench=jsonl(rows))
-    result = pytester.runpytest(*model_args(tiny_model), "--llmeval-batch-size=8", *workers)
+    # With the generation cache on: rows of a batch that failed and was retried count once.
+    args = [a for a in model_args(tiny_model) if a != "--llmeval-no-cache"]
+    result = pytester.runpytest(
+        *args, f"--llmeval-cache-dir={pytester.path / 'cache'}", "--llmeval-batch-size=8", *workers
+    )
     result.assert_outcomes(failed=8)
+    cache = results(pytester)["inference_config"]["cache"]
+    assert cache["misses"] == {"base": 7, "adapter": 0} and cache["hits"] == {"base": 0, "adapter": 0}
     by_id = rows_by_id(pytester)
     assert (
         by_id["r5"]["error"]
