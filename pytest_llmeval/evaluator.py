@@ -201,6 +201,7 @@ class Evaluator:
     _cache_identity: ModelIdentity | None = None
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
+    _identity: Identity | None = None  # identity(), worked out once (a hub id's lookup reads the disk)
     shipped_meta: dict[str, Any] | None = None  # xdist worker: the metadata last sent on a report
 
     @property
@@ -212,6 +213,11 @@ class Evaluator:
 
     def identity(self) -> Identity:
         """Who this run evaluates, as its results.json names it (history.identity_of), without loading."""
+        if self._identity is None:
+            self._identity = self._find_identity()
+        return self._identity
+
+    def _find_identity(self) -> Identity:
         if self.options.predictions is not None:
             # meta(): `prediction` plays the adapter when there are base predictions, else the base model.
             return ("prediction", None) if self.has_adapter else (None, "prediction")
@@ -583,7 +589,7 @@ class Evaluator:
         """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
         ref = self.rows[nodeid]
         case = ref.case
-        where = f"{ref.benchmark['name']}:{case.line}"
+        where = self._where(nodeid)
 
         def record(models: dict[str, SideRecord] | None = None, **outcome: Any) -> RowRecord:
             return row_record(

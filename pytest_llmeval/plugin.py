@@ -20,7 +20,7 @@ import pytest
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
 from pytest_llmeval.generation import OVERFLOW_POLICIES
-from pytest_llmeval.history import Baselines, entries, history_dir
+from pytest_llmeval.history import Baselines, append, entries, history_dir, prune
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
 from pytest_llmeval.recorder import Recorder
@@ -691,15 +691,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     write_atomic(path, document)
     config.stash[_DOCUMENT_KEY] = (path, document)
     if not config.option.llmeval_no_history:
-        from pytest_llmeval import history
-
         # Written once, here on the controller (workers return above): results.json is the latest run,
         # the history keeps every run.
-        folder = history.history_dir(path)
-        entry = history.append(folder, document)
+        folder = history_dir(path)
+        entry = append(folder, document)
         removed = []
         if config.option.llmeval_history_keep is not None:
-            removed = history.prune(folder, config.option.llmeval_history_keep)
+            removed = prune(folder, config.option.llmeval_history_keep)
         config.stash[_HISTORY_KEY] = (entry, len(removed))
     from pytest_llmeval.report import html_report, spot_check_markdown
 
