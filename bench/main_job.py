@@ -2,7 +2,7 @@
 
     python bench/main_job.py --reference HEAD~1 [--runs 2] [-- extra pytest args]
 
-Each run is `pytest --adapter adapters/date-iso benchmarks/ --llmeval-no-cache` (every output generated,
+Each run is `pytest --adapter=adapters/date-iso benchmarks/ --llmeval-no-cache` (every output generated,
 nothing served from the cache) in a fresh subprocess, model load included. The reference runs from a git
 worktree of the given commit with the same virtual environment (its package first on PYTHONPATH), and the
 two alternate so that machine noise falls on both. Prints each run's wall time, the medians and the ratio

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmeval.inputs import InputError, adapter_weights, check_adapter_folder, check_model_folder
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -134,22 +136,25 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def resolve_base(spec: ModelSpec) -> ResolvedBase:
-    """Find the base model offline: --base-model, else the adapter's base, else the embedded default."""
+def resolve_base(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:
+    """Find the base model offline: --base-model, else the adapter's base, else the embedded default.
+
+    `option` is how messages name spec.base_model (a judge or scoring model is another option's value).
+    """
     if spec.base_model is not None:
-        found = _resolve_offline(spec.base_model)
+        found = _resolve_offline(spec.base_model, option)
         if found is None:
+            default = f"the embedded default ({EMBEDDED_NAME})" if option == "--base-model" else "its default"
             raise ModelError(
-                f"base model '{spec.base_model}' is neither a local model folder nor in the Hugging Face "
-                "cache, and nothing is downloaded here. Pass --base-model PATH to a folder holding "
-                "config.json and weights, or leave --base-model out to use the embedded default "
-                f"({EMBEDDED_NAME})."
+                f"{option} '{spec.base_model}' is neither a local model folder nor in the Hugging Face "
+                f"cache, and nothing is downloaded here. Pass {option}=PATH to a folder holding "
+                f"config.json and weights, or leave {option} out to use {default}."
             )
         return found
     if spec.adapter is not None:
         wanted = adapter_config(spec.adapter).get("base_model_name_or_path")
         if isinstance(wanted, str) and wanted:
-            found = _resolve_offline(wanted)
+            found = _resolve_offline(wanted, f"the adapter's base model (adapter_config.json of {spec.adapter})")
             if found is not None:
                 return found
             return _embedded(note=f"the adapter's base '{wanted}' is not available offline")
@@ -165,54 +170,37 @@ def _embedded(note: str | None) -> ResolvedBase:
     )
 
 
-def _resolve_offline(name: str) -> ResolvedBase | None:
-    """A folder path, the embedded alias, or a hub id already in the local cache; None when absent."""
+def _resolve_offline(name: str, option: str) -> ResolvedBase | None:
+    """A folder path, the embedded alias, or a hub id already in the local cache; None when absent.
+
+    A folder found either way is checked (inputs.check_model_folder): a half-copied folder or a partial
+    hub download stops the run here, in one line, not in from_pretrained's traceback.
+    """
     if name in (EMBEDDED_ALIAS, "embedded"):
         return _embedded(note=None)
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(
-                f"base model folder {path} has no config.json: is it a transformers model folder?"
-            )
-        return ResolvedBase(name=name, path=str(path), quantization=None)
-    try:
-        from huggingface_hub import snapshot_download
+        folder = str(path)
+    else:
+        try:
+            from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(name, local_files_only=True)
-    except Exception:  # any failure means "not available offline", which the caller reports
-        return None
+            folder = snapshot_download(name, local_files_only=True)
+        except Exception:  # any failure means "not available offline", which the caller reports
+            return None
+    try:
+        check_model_folder(Path(folder), option)
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
     return ResolvedBase(name=name, path=folder, quantization=None)
 
 
 def adapter_config(adapter: Path) -> dict[str, Any]:
-    """Read and check adapter_config.json of a peft adapter folder."""
-    if not adapter.exists():
-        raise ModelError(f"--adapter {adapter}: no such folder")
-    if not adapter.is_dir():
-        raise ModelError(f"--adapter {adapter}: not a folder (pass the folder holding adapter_config.json)")
-    cfg_path = adapter / "adapter_config.json"
-    if not cfg_path.is_file():
-        raise ModelError(
-            f"--adapter {adapter}: no adapter_config.json; a peft adapter folder is what "
-            "PeftModel.save_pretrained() writes"
-        )
+    """Read and check a peft adapter folder (inputs.check_adapter_folder); returns adapter_config.json."""
     try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{cfg_path}: unreadable ({exc})") from None
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{cfg_path}: expected a JSON object")
-    if not _adapter_weights(adapter):
-        raise ModelError(f"--adapter {adapter}: no adapter_model.safetensors (or adapter_model.bin)")
-    return cfg
-
-
-def _adapter_weights(adapter: Path) -> Path | None:
-    for name in ("adapter_model.safetensors", "adapter_model.bin"):
-        if (adapter / name).is_file():
-            return adapter / name
-    return None
+        return check_adapter_folder(adapter)
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
 
 
 TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
@@ -243,7 +231,7 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
 
 def check_adapter_fits(adapter: Path, base_path: str) -> None:
     """Check every LoRA tensor against the base architecture without loading weights (meta device)."""
-    weights = _adapter_weights(adapter)
+    weights = adapter_weights(adapter)
     if weights is None or weights.suffix != ".safetensors":
         return  # a .bin adapter is checked when peft loads it
     import torch

@@ -10,6 +10,7 @@ import fnmatch
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -20,7 +21,15 @@ import pytest
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
 from pytest_llmeval.generation import OVERFLOW_POLICIES
+from pytest_llmeval.gates import load_training_data
 from pytest_llmeval.history import Baselines, append, entries, history_dir, prune
+from pytest_llmeval.inputs import (
+    InputError,
+    check_adapter_folder,
+    check_output_file,
+    check_output_folder,
+    option_path_values,
+)
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
 from pytest_llmeval.recorder import Recorder
@@ -57,6 +66,14 @@ def _unit_float(value: str) -> float:
 
 
 _unit_float.__name__ = "number in [0, 1]"
+
+
+def _path(value: str) -> Path:
+    # `--opt=~/x` reaches us with the tilde: shells expand it only in `--opt ~/x`, which pytest misreads.
+    return Path(value).expanduser()
+
+
+_path.__name__ = "path"
 _positive_int.__name__ = "positive integer"
 
 
@@ -68,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmeval", "language-model evaluation (pytest-llmeval)")
     group.addoption(
         "--adapter",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="peft adapter folder to evaluate against its base model (without it: the base model alone)",
@@ -109,7 +126,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-results",
-        type=Path,
+        type=_path,
         default=Path("results.json"),
         metavar="PATH",
         help="where to write results.json at session end (default ./results.json)",
@@ -155,14 +172,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-train-data",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="the adapter's training JSONL for the held_out gate (default: the adapter folder's train.jsonl)",
     )
     group.addoption(
         "--llmeval-previous",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="results.json to compare with in no_regression (default: the newest complete run of the same "
@@ -185,7 +202,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-predictions",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="score saved outputs instead of generating: JSONL of {id, prediction, base_prediction?, "
@@ -206,7 +223,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-html",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="also write a self-contained HTML report (charts, gates, every row with both outputs) to PATH",
@@ -235,7 +252,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-cache-dir",
-        type=Path,
+        type=_path,
         default=None,
         metavar="PATH",
         help="where generated outputs are kept, keyed by the contents of the model, adapter and tokenizer, "
@@ -339,6 +356,8 @@ def pytest_configure(config: pytest.Config) -> None:
         worker=worker,
     )
     opt = config.option
+    if not _is_worker(config):
+        _check_before_the_run(config)
     if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
         raise pytest.UsageError(
             f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
@@ -405,6 +424,137 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistHooks(), "llmeval-xdist")
 
 
+# Options whose value is a path or a model folder: written as two words (`--adapter PATH`), pytest reads the
+# value as a test path while it picks its rootdir, before the plugin has defined the option.
+PATH_OPTIONS = (
+    "--adapter",
+    "--base-model",
+    "--llmeval-results",
+    "--llmeval-html",
+    "--llmeval-cache-dir",
+    "--llmeval-train-data",
+    "--llmeval-previous",
+    "--llmeval-predictions",
+    "--llmeval-ppl-model",
+    "--llmeval-judge-model",
+)
+
+
+def _check_before_the_run(config: pytest.Config) -> None:
+    """Everything that can be checked before the first test, on the controller: one usage-error line.
+
+    Input files and folders the user named are checked here (inputs.py); model folders and hub ids when
+    the session starts (models.preflight); the output paths where it is known that rows will run
+    (_check_outputs).
+    """
+    problem = rootdir_from_option(config)
+    if problem is not None:
+        raise pytest.UsageError(f"llmeval: {problem}")
+    opt = config.option
+    try:
+        if opt.adapter is not None:
+            check_adapter_folder(opt.adapter)
+        train = opt.llmeval_train_data or find_training_file(opt.adapter)
+        if train is not None:
+            what = "--llmeval-train-data" if opt.llmeval_train_data else "the adapter's training file"
+            if not train.is_file():
+                raise InputError(f"{what} {train}: no such file")
+            try:
+                load_training_data(train)  # read again by the held_out gates; a bad line stops the run now
+            except (OSError, ValueError) as exc:
+                raise InputError(f"{what} (read by the held_out gate): {exc}") from None
+    except InputError as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
+    if _evaluates_rows(config):
+        _check_outputs(config)
+
+
+def _evaluates_rows(config: pytest.Config) -> bool:
+    """Does this run evaluate benchmark rows, as far as the command line says before collection?
+
+    True when any llmeval option is given or a benchmark file is named. A bare folder (`pytest
+    benchmarks/`) is known only once collected: pytest_collection_finish checks the outputs then.
+    """
+    given = [a.split("=", 1)[0] for a in config.invocation_params.args if a.startswith("--")]
+    if any(a == "--adapter" or a == "--base-model" or a.startswith("--llmeval-") for a in given):
+        return True
+    patterns: list[str] = config.getini("llmeval_files")
+    names = [Path(str(a).split("::", 1)[0]).name for a in config.args]
+    return any(fnmatch.fnmatch(name, p) for name in names for p in patterns)
+
+
+_OUTPUTS_CHECKED = pytest.StashKey[bool]()
+
+
+def _check_outputs(config: pytest.Config) -> None:
+    """The files and folders written at the end (results, history, HTML, cache) can be written."""
+    if config.stash.get(_OUTPUTS_CHECKED, False):
+        return
+    config.stash[_OUTPUTS_CHECKED] = True
+    opt = config.option
+    results = _results_path(config)
+    try:
+        check_output_file(results, "--llmeval-results")
+        if not opt.llmeval_no_history:
+            check_output_folder(history_dir(results), "the history folder beside --llmeval-results")
+        if opt.llmeval_html is not None:
+            check_output_file(config.invocation_params.dir / opt.llmeval_html, "--llmeval-html")
+        if opt.llmeval_cache_dir is not None and not opt.llmeval_no_cache:
+            check_output_folder(config.invocation_params.dir / opt.llmeval_cache_dir, "--llmeval-cache-dir")
+    except InputError as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def rootdir_from_option(config: pytest.Config) -> str | None:
+    """Why pytest's rootdir (or configfile) came from one of our options' values, or None.
+
+    pytest picks its rootdir before plugins define their options, so the value of `--adapter PATH` counts
+    as a test path; an adapter kept in its training repository makes that repository the rootdir, with its
+    pyproject.toml as configfile, and every row's node id loses its file part. The check asks pytest's
+    own rule what it would have chosen from the positional arguments alone.
+    """
+    opt = config.option
+    if getattr(opt, "rootdir", None) or getattr(opt, "inifilename", None):
+        return None  # chosen explicitly
+    spaced = option_path_values(list(config.invocation_params.args), PATH_OPTIONS)
+    if not spaced:
+        return None
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        positional = [str(a) for a in (getattr(opt, "file_or_dir", None) or [])]
+        kwargs: dict[str, Any] = {
+            "inifile": None,
+            "args": positional,
+            "rootdir_cmd_arg": None,
+            "invocation_dir": config.invocation_params.dir,
+        }
+        try:
+            found = determine_setup(override_ini=None, **kwargs)
+        except TypeError:  # pytest 8: no override_ini argument
+            found = determine_setup(**kwargs)
+    except Exception:  # pytest's private API moved: no check rather than a false alarm
+        return None
+    rootdir, inipath = Path(found[0]), found[1]
+    if rootdir == config.rootpath and inipath == config.inipath:
+        return None
+    base = config.invocation_params.dir
+    option, value = next(
+        (
+            (o, v)
+            for o, v in spaced
+            if config.rootpath == (base / v).resolve() or config.rootpath in (base / v).resolve().parents
+        ),
+        spaced[0],
+    )
+    chosen = f"rootdir {config.rootpath}" + (f" and configfile {config.inipath}" if config.inipath else "")
+    return (
+        f"pytest took its {chosen} from the value of `{option} {value}` (it reads an option's value as a "
+        f"test path before plugins define their options), so node ids, -k, --lf and JUnit names would "
+        f"change; write `{option}={value}`, or add --rootdir=."
+    )
+
+
 def _generation_cache_dir(config: pytest.Config) -> Path | None:
     """--llmeval-cache-dir, else pytest's cache folder; None with --llmeval-no-cache."""
     opt = config.option
@@ -457,26 +607,45 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # Check what can be checked without weights before any test runs: a wrong adapter path, an adapter for
+    # another architecture, a base, judge or scoring model that is not on this machine or whose folder is
+    # broken, a bad predictions file: each stops the run with one message.
+    # Workers skip it: the controller already did, and a usage error there would end in a traceback wall.
     config = session.config
+    if _is_worker(config):
+        return
     run = config.stash[EVALUATOR_KEY]
     spec = run.options.spec
-    if run.options.predictions is not None and not _is_worker(config):
+    if run.options.predictions is not None:
         try:
             run.predictions()
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
-        return
-    # Check what can be checked without weights before any test runs: a wrong adapter path, an adapter for
-    # another architecture, or a base model that is not on this machine stops the run with one message.
-    # Workers skip it: the controller already did, and a usage error there would end in a traceback wall.
-    if _is_worker(config) or (spec.adapter is None and spec.base_model is None):
-        return
     from pytest_llmeval import models
 
-    try:
-        models.preflight(spec)
-    except ModelError as exc:
-        raise pytest.UsageError(f"llmeval: {exc}") from None
+    # The evaluated model when one was named (the embedded default needs no check), then the judge and the
+    # scoring model: each resolved offline and its folder checked (inputs.check_model_folder).
+    checks: list[tuple[str, ModelSpec]] = []
+    if spec.adapter is not None or spec.base_model is not None:
+        checks.append(("--adapter" if spec.adapter is not None else "--base-model", spec))
+    for option, name in (
+        ("--llmeval-judge-model", run.options.judge_model),
+        ("--llmeval-ppl-model", run.options.ppl_model),
+    ):
+        if name is not None:
+            checks.append((option, ModelSpec(base_model=name)))
+    for option, checked in checks:
+        try:
+            if checked is spec:
+                models.preflight(spec)
+            else:
+                models.resolve_base(checked, option)
+        except ModelError as exc:
+            raise pytest.UsageError(f"llmeval: {exc}") from None
+        except Exception as exc:  # a config that transformers or safetensors refuses: one line, no traceback
+            raise pytest.UsageError(
+                f"llmeval: {option}: the model cannot be used ({type(exc).__name__}: {exc})"
+            ) from None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkFile | None:
@@ -541,6 +710,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for item in session.items
         if isinstance(item, CaseItem)
     ]
+    if rows and not _is_worker(session.config):
+        _check_outputs(session.config)  # `pytest benchmarks/`: known to evaluate rows only now
     run = session.config.stash[EVALUATOR_KEY]
     run.set_rows(rows)
     selection = selection_of(session.config, [r.benchmark for r in rows])
@@ -685,33 +856,78 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         reasons.append(f"stopped early: {session.shouldfail}")
     recorder.add_meta(run.meta(), process="controller")
     document = recorder.document(reasons=reasons, identity=run.identity())
-    from pytest_llmeval.results import write_atomic, write_text_atomic
+    from pytest_llmeval.report import html_report, spot_check_markdown
+    from pytest_llmeval.results import document_text
 
     path = _results_path(config)
-    write_atomic(path, document)
-    config.stash[_DOCUMENT_KEY] = (path, document)
+    failures: list[str] = []
+    written = _write_or_fallback(path, document_text(document), "results.json", failures)
+    config.stash[_DOCUMENT_KEY] = (written, document)
     if not config.option.llmeval_no_history:
         # Written once, here on the controller (workers return above): results.json is the latest run,
         # the history keeps every run.
         folder = history_dir(path)
-        entry = append(folder, document)
-        removed = []
-        if config.option.llmeval_history_keep is not None:
-            removed = prune(folder, config.option.llmeval_history_keep)
-        config.stash[_HISTORY_KEY] = (entry, len(removed))
-    from pytest_llmeval.report import html_report, spot_check_markdown
-
+        try:
+            entry = append(folder, document)
+            removed = []
+            if config.option.llmeval_history_keep is not None:
+                removed = prune(folder, config.option.llmeval_history_keep)
+            config.stash[_HISTORY_KEY] = (entry, len(removed))
+        except OSError as exc:
+            failures.append(f"cannot add this run to the history in {folder} ({_why(exc)}); results.json has it")
     # The LocoLLM spot check: five rows side by side, beside results.json.
-    write_text_atomic(path.parent / "spot_check.md", spot_check_markdown(document))
+    _write_or_fallback(path.parent / "spot_check.md", spot_check_markdown(document), "the spot check", failures)
     if config.option.llmeval_html is not None:
-        write_text_atomic(config.invocation_params.dir / config.option.llmeval_html, html_report(document))
+        html = config.invocation_params.dir / config.option.llmeval_html
+        _write_or_fallback(html, html_report(document), "the HTML report", failures)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         from pytest_llmeval.ci import step_summary
 
         # Appended, as GitHub expects: other steps (and other pytest runs of this step) add theirs.
-        with open(summary_file, "a", encoding="utf-8") as f:
-            f.write(step_summary(document))
+        try:
+            with open(summary_file, "a", encoding="utf-8") as f:
+                f.write(step_summary(document))
+        except OSError as exc:
+            failures.append(f"cannot append to GITHUB_STEP_SUMMARY {summary_file} ({_why(exc)})")
+    if failures:
+        config.stash[_WRITE_FAILURES_KEY] = failures
+        # A run whose results are not where they were asked for is not a green run, whatever its tests said.
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _why(exc: OSError) -> str:
+    # mkdir(parents=True) met a file on the way: say so, not "File exists".
+    if isinstance(exc, FileExistsError) and exc.filename:
+        return f"{exc.filename} is not a folder"
+    if isinstance(exc, NotADirectoryError) and exc.filename:
+        return f"a part of {exc.filename} is a file, not a folder"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _write_or_fallback(path: Path, text: str, what: str, failures: list[str]) -> Path:
+    """Write `text` to `path` atomically; when that fails, to the temporary folder, and say so.
+
+    The end of a run is the worst moment to lose it (a disk filled up, a folder's permissions changed):
+    whatever was computed is kept, and the one-line error names where.
+    """
+    from pytest_llmeval.results import write_text_atomic
+
+    try:
+        write_text_atomic(path, text)
+        return path
+    except OSError as exc:
+        why = _why(exc)
+    fd, name = tempfile.mkstemp(prefix=f"llmeval-{path.stem}-", suffix=path.suffix or ".txt")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        failures.append(f"cannot write {what} to {path} ({why}), nor to {name} ({_why(exc)}): it is lost")
+        return path
+    failures.append(f"cannot write {what} to {path} ({why}): written to {name} instead")
+    return Path(name)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -722,11 +938,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
 _HISTORY_KEY = pytest.StashKey[tuple[Path, int]]()  # the entry written, and how many old ones were pruned
+_WRITE_FAILURES_KEY = pytest.StashKey[list[str]]()  # what could not be written at the end, and where it went
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if _DOCUMENT_KEY not in config.stash:
         return
+    for failure in config.stash.get(_WRITE_FAILURES_KEY, []):
+        terminalreporter.write_line(f"ERROR: llmeval: {failure}", red=True, bold=True)
     from pytest_llmeval.report import summary_lines
 
     path, document = config.stash[_DOCUMENT_KEY]

@@ -662,9 +662,14 @@ def _row(record: RowRecord) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k != "benchmark"}
 
 
+def document_text(document: Mapping[str, Any]) -> str:
+    """A results document as results.json holds it: indented UTF-8 JSON, one trailing newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
     """Write JSON atomically (write_text_atomic)."""
-    write_text_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(path, document_text(document))
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -55,7 +55,7 @@ def test_resolution_order(tiny_model: Path, tiny_adapter: Path, tmp_path: Path) 
         ("missing", "no such folder"),
         ("file", "not a folder"),
         ("no_config", "no adapter_config.json"),
-        ("bad_json", "unreadable"),
+        ("bad_json", "invalid JSON"),
         ("no_weights", "no adapter_model.safetensors"),
     ],
 )
@@ -76,7 +76,7 @@ def test_adapter_folder_problems(tmp_path: Path, tiny_adapter: Path, setup: str,
 
 
 def test_base_folder_without_config(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match=r"has no config\.json"):
+    with pytest.raises(ModelError, match=r"--base-model .*: no config\.json; is it a transformers model folder"):
         models.resolve_base(ModelSpec(base_model=str(tmp_path)))
 
 

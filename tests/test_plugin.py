@@ -342,7 +342,7 @@ def test_base_model_not_available_offline_stops_the_run(pytester: pytest.Pyteste
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
     result = pytester.runpytest("--base-model", "some-org/not-on-this-machine")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: llmeval: base model 'some-org/not-on-this-machine' is neither*"])
+    result.stderr.fnmatch_lines(["ERROR: llmeval: --base-model 'some-org/not-on-this-machine' is neither*"])
 
 
 def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
