@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.inputs import InputError, adapter_weights, check_adapter_folder, check_model_folder
+from pytest_llmeval.inputs import (
+    InputError,
+    adapter_weights,
+    check_adapter_folder,
+    check_model_folder,
+    check_output_folder,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -101,13 +107,34 @@ def embedded_model_dir() -> Path:
     target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{key}"
     if (target / "config.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Several xdist workers may start at once: one converts, the others wait on the lock.
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "config.json").is_file():
-            _convert_gguf(gguf, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Several xdist workers may start at once: one converts, the others wait on the lock.
+        with open(target.parent / f".{target.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (target / "config.json").is_file():
+                _convert_gguf(gguf, target)
+    except OSError as exc:
+        raise ModelError(
+            f"cannot convert the embedded model into {target} ({exc.strerror or exc}): set {CACHE_ENV} to a "
+            "writable folder"
+        ) from None
     return target
+
+
+def check_embedded_cache() -> None:
+    """Before the run: the embedded model is converted already, or its folder can be written.
+
+    A converted folder of any version counts (a read-only cache baked into an image is fine); without one,
+    the conversion needs a writable $LLMEVAL_CACHE_DIR, which is checked without importing transformers.
+    """
+    models = cache_dir() / "models"
+    if any(models.glob(f"{EMBEDDED_NAME}-*/config.json")):
+        return
+    try:
+        check_output_folder(models, f"${CACHE_ENV} (where the embedded model is converted once)")
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:

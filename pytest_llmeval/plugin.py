@@ -487,7 +487,7 @@ _OUTPUTS_CHECKED = pytest.StashKey[bool]()
 
 
 def _check_outputs(config: pytest.Config) -> None:
-    """The files and folders written at the end (results, history, HTML, cache) can be written."""
+    """The files and folders the run writes (results, history, HTML, caches) can be written."""
     if config.stash.get(_OUTPUTS_CHECKED, False):
         return
     config.stash[_OUTPUTS_CHECKED] = True
@@ -501,7 +501,13 @@ def _check_outputs(config: pytest.Config) -> None:
             check_output_file(config.invocation_params.dir / opt.llmeval_html, "--llmeval-html")
         if opt.llmeval_cache_dir is not None and not opt.llmeval_no_cache:
             check_output_folder(config.invocation_params.dir / opt.llmeval_cache_dir, "--llmeval-cache-dir")
-    except InputError as exc:
+        if opt.llmeval_predictions is None and opt.adapter is None and opt.base_model is None:
+            # The embedded default, converted on first use by the process that loads it. (A named model is
+            # resolved at session start, which converts the embedded one if it is that.)
+            from pytest_llmeval.models import check_embedded_cache
+
+            check_embedded_cache()
+    except (InputError, ModelError) as exc:
         raise pytest.UsageError(f"llmeval: {exc}") from None
 
 
@@ -619,7 +625,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if run.options.predictions is not None:
         try:
             run.predictions()
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-predictions {run.options.predictions}: cannot read ({exc.strerror or exc})"
+            ) from None
+        except ValueError as exc:
             raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
     from pytest_llmeval import models
 

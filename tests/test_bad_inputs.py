@@ -94,6 +94,7 @@ class Bad:
     what: str  # the bad input, as README's table names it
     make: Callable[[pytest.Pytester, Models], list[str]]  # writes the files, returns the arguments
     message: str  # fnmatch pattern of the one line after "ERROR: llmeval: "
+    env: tuple[tuple[str, str], ...] = ()  # environment of the run (pytester's folder is the working one)
 
 
 BAD_INPUTS = [
@@ -222,6 +223,20 @@ BAD_INPUTS = [
         "--llmeval-predictions: preds.jsonl:2: invalid JSON: Expecting value (column 1)",
     ),
     Bad(
+        "predictions-is-a-folder",
+        "--llmeval-predictions naming a folder",
+        lambda p, m: ["--llmeval-predictions=out"],
+        "--llmeval-predictions out: cannot read (Is a directory)",
+    ),
+    Bad(
+        "embedded-cache-unwritable",
+        "$LLMEVAL_CACHE_DIR that cannot be written, before the embedded model's first conversion",
+        lambda p, m: ["-p", "no:cacheprovider"],
+        "$LLMEVAL_CACHE_DIR (where the embedded model is converted once) */notes.txt/cache/models: */notes.txt"
+        " is a file, so the folder cannot be made; pick another path",
+        env=(("LLMEVAL_CACHE_DIR", "notes.txt/cache"),),
+    ),
+    Bad(
         "rootdir-from-adapter",
         "`--adapter PATH` (two words) into a project with its own pyproject.toml",
         _other_project,
@@ -246,10 +261,17 @@ def _files_beside(p: pytest.Pytester, case: Bad) -> None:
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=[c.id for c in BAD_INPUTS])
 def test_bad_input_stops_the_run_in_one_line(
-    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, case: Bad, workers: tuple[str, ...]
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_model: Path,
+    tiny_adapter: Path,
+    case: Bad,
+    workers: tuple[str, ...],
 ) -> None:
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
     _files_beside(pytester, case)
+    for name, value in case.env:
+        monkeypatch.setenv(name, str(pytester.path / value))
     args = case.make(pytester, Models(tiny_model, tiny_adapter))
     result = pytester.runpytest(*args, *workers, "bench.jsonl")
     output = result.stdout.str() + result.stderr.str()
