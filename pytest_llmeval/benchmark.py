@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,16 @@ MAY_BE_EMPTY: frozenset[str] = frozenset({"input"})
 # Ids become the last part of a pytest node id (`file::id`): "::", "/", whitespace and brackets would make
 # node ids ambiguous for -k, --lf and xdist, so they are refused at collection.
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+# Rows nested deeper than this are refused as a problem of their line. json.loads recurses once per level
+# and raises RecursionError near the interpreter's limit, at a depth that depends on how deep the caller's
+# stack already is (pytest's is deep); a fixed bound far above any real row gives the same verdict everywhere
+# and leaves room for the code that walks the values later (repr and json.dumps in messages, results.json).
+MAX_DEPTH = 64
+_TOO_DEEP = f"invalid JSON: nested too deeply (more than {MAX_DEPTH} levels)"
+# A lone surrogate ("\ud800" escaped in a string) is valid JSON but not text: it cannot be written as UTF-8
+# (results.json, the terminal) nor tokenized, so it is refused where it is read, not where it would crash.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # A validator raises ValueError with a one-line reason when an evaluation_config is invalid.
 ConfigValidator = Callable[[Mapping[str, Any]], None]
@@ -73,6 +84,26 @@ class BenchmarkError(Exception):
         super().__init__("\n".join(f"{path}:{line}: {reason}" for line, reason in problems))
 
 
+class JsonlDecodeError(ValueError):
+    """A JSONL file's bytes are not UTF-8: `line` holds the first bad byte."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        self.line = line
+        self.reason = reason
+        super().__init__(f"line {line}: {reason}")
+
+
+def jsonl_text(data: bytes) -> str:
+    """The text of a JSONL file's bytes; raises JsonlDecodeError naming the line of the first bad byte."""
+    try:
+        # utf-8-sig drops a leading BOM, which editors on Windows like to write.
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # utf-8-sig counts positions after the BOM it skipped.
+        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        raise JsonlDecodeError(data[:offset].count(b"\n") + 1, f"not valid UTF-8 ({exc.reason})") from None
+
+
 def jsonl_objects(text: str) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     """(line number, object, None) for every JSON-object line, (line, None, reason) for a bad one.
 
@@ -88,10 +119,40 @@ def jsonl_objects(text: str) -> Iterator[tuple[int, dict[str, Any] | None, str |
         except json.JSONDecodeError as exc:
             yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
             continue
+        except RecursionError:
+            yield lineno, None, _TOO_DEEP
+            continue
+        except ValueError:
+            # Not a syntax error: int() refuses a number with more digits than this limit (CVE-2020-10735).
+            limit = sys.get_int_max_str_digits()
+            yield lineno, None, f"invalid JSON: a number with more than {limit} digits"
+            continue
         if not isinstance(obj, dict):
             yield lineno, None, f"expected a JSON object, got {_json_type(obj)}"
             continue
+        unusable = _unusable(obj)
+        if unusable is not None:
+            yield lineno, None, unusable
+            continue
         yield lineno, obj, None
+
+
+def _unusable(obj: dict[str, Any]) -> str | None:
+    """Why a parsed line cannot be used although it is JSON: nested too deeply, or a lone surrogate."""
+    # A loop, not recursion: the point is to refuse what would overflow the stack of recursive code.
+    pending: list[tuple[Any, int]] = [(obj, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            bad = _SURROGATE.search(value)
+            if bad is not None:
+                return f"a string holds a lone surrogate {ascii(bad.group())[1:-1]} (not Unicode text)"
+        elif isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                return _TOO_DEEP
+            children = [*value, *value.values()] if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+    return None
 
 
 def file_hash(data: bytes) -> str:
@@ -109,13 +170,9 @@ def load_benchmark(
     data = path.read_bytes()
     problems: list[tuple[int, str]] = []
     try:
-        # utf-8-sig drops a leading BOM, which editors on Windows like to write.
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        # utf-8-sig counts positions after the BOM it skipped.
-        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        bad_line = data[:offset].count(b"\n") + 1
-        raise BenchmarkError(path, [(bad_line, f"not valid UTF-8 ({exc.reason})")]) from None
+        text = jsonl_text(data)
+    except JsonlDecodeError as exc:
+        raise BenchmarkError(path, [(exc.line, exc.reason)]) from None
 
     cases: list[Case] = []
     first_line_of_id: dict[str, int] = {}
@@ -154,7 +211,8 @@ def _parse_row(
     known = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
     for key in obj:
         if key not in known:
-            reasons.append(f"unknown field '{key}' (known: {', '.join(REQUIRED_FIELDS + OPTIONAL_FIELDS)})")
+            # repr: a value from the file is shown escaped, so that a "\n" in it cannot split the message.
+            reasons.append(f"unknown field {key!r} (known: {', '.join(REQUIRED_FIELDS + OPTIONAL_FIELDS)})")
     may_be_empty, must_have = MAY_BE_EMPTY, frozenset[str]()
     evaluation_type = obj.get("evaluation_type")
     rule = field_rules.get(evaluation_type) if isinstance(evaluation_type, str) else None
@@ -182,7 +240,7 @@ def _parse_row(
         )
     difficulty: str = obj["difficulty"]
     if difficulty not in DIFFICULTIES:
-        reasons.append(f"unknown difficulty '{difficulty}' (expected one of: {', '.join(DIFFICULTIES)})")
+        reasons.append(f"unknown difficulty {difficulty!r} (expected one of: {', '.join(DIFFICULTIES)})")
 
     if not isinstance(config, dict):
         reasons.append(f"field 'evaluation_config' must be an object, got {_json_type(config)}")
@@ -190,7 +248,7 @@ def _parse_row(
     validator = validators.get(obj["evaluation_type"])
     if validator is None:
         reasons.append(
-            f"unknown evaluation_type '{evaluation_type}' (supported: {', '.join(sorted(validators))})"
+            f"unknown evaluation_type {evaluation_type!r} (supported: {', '.join(sorted(validators))})"
         )
     else:
         try:
@@ -255,7 +313,11 @@ def load_predictions(path: Path) -> list[Prediction]:
     problems: list[str] = []
     found: list[Prediction] = []
     seen: dict[tuple[str | None, str], int] = {}
-    for lineno, obj, reason in jsonl_objects(path.read_bytes().decode("utf-8-sig")):
+    try:
+        text = jsonl_text(path.read_bytes())
+    except JsonlDecodeError as exc:
+        raise ValueError(f"{path}:{exc.line}: {exc.reason}") from None
+    for lineno, obj, reason in jsonl_objects(text):
         if obj is None:
             problems.append(f"{path}:{lineno}: {reason}")
             continue
@@ -269,7 +331,7 @@ def load_predictions(path: Path) -> list[Prediction]:
             continue
         key = (obj.get("benchmark"), obj["id"])
         if key in seen:
-            problems.append(f"{path}:{lineno}: duplicate id '{obj['id']}' (first on line {seen[key]})")
+            problems.append(f"{path}:{lineno}: duplicate id {obj['id']!r} (first on line {seen[key]})")
             continue
         seen[key] = lineno
         found.append(

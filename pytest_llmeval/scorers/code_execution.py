@@ -10,8 +10,8 @@ fraction of cases that passed (partial credit); `pass_at_1` in the details is 1.
 
 from __future__ import annotations
 
-import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -231,11 +231,12 @@ def _parse(config: Mapping[str, Any]) -> _Options:
         )
 
     timeout = config.get("timeout_seconds", _DEFAULT_TIMEOUT)
+    # The bound is false for nan and inf, and for an int too large to become a float (math.isfinite would
+    # raise OverflowError on it).
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
+        or not 0 < timeout <= sys.float_info.max
     ):
         raise ValueError(f"timeout_seconds must be a positive number of seconds, not {_describe(timeout)}")
 

@@ -4,6 +4,7 @@ values are shown in the one-line messages the collector prefixes with `file:line
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,9 +33,23 @@ def threshold(config: Mapping[str, Any], default: float) -> float:
     return float(value)
 
 
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """re.compile a benchmark's pattern; every way the pattern itself can be refused raises re.error."""
+    try:
+        return re.compile(pattern)
+    except RecursionError:
+        # The parser recurses once per nested group: a thousand "(" exhaust the stack.
+        raise re.error("groups nested too deeply") from None
+    except OverflowError as exc:
+        # A repetition count past the engine's limit, such as a{4294967296}.
+        raise re.error(str(exc)) from None
+
+
 def quote(text: str) -> str:
     """Quote as written ('(\\d+', not repr's '(\\\\d+') but keep the message on one line."""
-    return "'" + text.replace("\r", "\\r").replace("\n", "\\n") + "'"
+    # Every unprintable character escaped, not only \r and \n: \x0b, \x1c, \x85 and U+2028 break lines
+    # too (str.splitlines, terminals, CI logs), and a right-to-left override would reorder the message.
+    return "'" + "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text) + "'"
 
 
 def describe(value: Any) -> str:

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.config import compile_regex
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -182,7 +183,7 @@ def _parse(config: Mapping[str, Any]) -> _Options:
         if not pattern:
             raise ValueError("extract_pattern must not be empty (it would match the empty string everywhere)")
         try:
-            re.compile(pattern)
+            compile_regex(pattern)
         except re.error as error:
             raise ValueError(f"invalid regex in extract_pattern {_quote(pattern)}: {error}") from None
 

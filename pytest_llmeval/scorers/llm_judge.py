@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
-from pytest_llmeval.scorers.config import check_keys
+from pytest_llmeval.scorers.config import check_keys, compile_regex
 
 DEFAULT_PATTERN = r"(?i)score\s*[:=]\s*(\d+(?:\.\d+)?)"
 DEFAULTS: dict[str, Any] = {
@@ -48,7 +48,7 @@ def validate_config(config: Mapping[str, Any]) -> None:
         raise ValueError("llm_judge needs 'rubric': the grading instructions for the judge")
     pattern = option(config, "extract_score_pattern")
     try:
-        compiled = re.compile(pattern) if isinstance(pattern, str) else None
+        compiled = compile_regex(pattern) if isinstance(pattern, str) else None
     except re.error as exc:
         raise ValueError(f"'extract_score_pattern' is not a valid regex: {exc}") from None
     if compiled is None:

@@ -35,7 +35,7 @@ def validate_config(config: Mapping[str, Any]) -> None:
             f"'threshold' must be a number >= 1 (a perplexity is never below 1), got {threshold!r}"
         )
     on = config.get("on", "input")
-    if on not in TEXT_FIELDS:
+    if not isinstance(on, str) or on not in TEXT_FIELDS:  # a list or object is unhashable: no dict lookup
         raise ValueError(f"'on' must be one of {', '.join(TEXT_FIELDS)}, got {on!r}")
     max_length = config.get("max_length")
     if max_length is not None and (not _is_int(max_length) or max_length < 2):
