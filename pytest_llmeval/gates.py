@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.benchmark import Case, jsonl_objects
+from pytest_llmeval.benchmark import Case, JsonlDecodeError, jsonl_objects, jsonl_text
 from pytest_llmeval.formatting import level, name_of_test, p_value
 
 if TYPE_CHECKING:
@@ -301,8 +301,11 @@ class TrainingRow:
 def load_training_data(path: Path) -> list[TrainingRow]:
     """Read a training JSONL: `instruction` (+ optional `input`) per line, or `prompt`/`text` as one text."""
     rows: list[TrainingRow] = []
-    # utf-8-sig drops a leading BOM.
-    for lineno, obj, reason in jsonl_objects(path.read_text(encoding="utf-8-sig")):
+    try:
+        text = jsonl_text(path.read_bytes())
+    except JsonlDecodeError as exc:
+        raise ValueError(f"{path}:{exc.line}: {exc.reason}") from None
+    for lineno, obj, reason in jsonl_objects(text):
         if obj is None:
             raise ValueError(f"{path}:{lineno}: {reason}")
         if "instruction" in obj:

@@ -48,7 +48,9 @@ def check_safetensors(path: Path) -> None:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise InputError(f"{path}: damaged safetensors file (its header is not JSON); save it again") from None
+        raise InputError(
+            f"{path}: damaged safetensors file (its header is not JSON); save it again"
+        ) from None
     if not isinstance(header, dict):
         raise InputError(f"{path}: damaged safetensors file (its header is not a JSON object)")
     data_size = size - 8 - length
@@ -93,7 +95,9 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _field_types(data: Mapping[str, Any], path: Path, what: str, fields: Mapping[str, tuple[type, ...]]) -> None:
+def _field_types(
+    data: Mapping[str, Any], path: Path, what: str, fields: Mapping[str, tuple[type, ...]]
+) -> None:
     for key, types in fields.items():
         if key in data and not isinstance(data[key], types):
             wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
@@ -101,7 +105,12 @@ def _field_types(data: Mapping[str, Any], path: Path, what: str, fields: Mapping
 
 
 # What makes a folder loadable by transformers' Auto classes, in the order they look for it.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -129,7 +138,9 @@ def check_model_folder(folder: Path, what: str) -> None:
         shards = [folder / name for name in sorted(set(weight_map.values()))]
         missing = [s.name for s in shards if not s.is_file()]
         if missing:
-            raise InputError(f"{what} {folder}: weight files named in {found[0]} are missing: {', '.join(missing)}")
+            raise InputError(
+                f"{what} {folder}: weight files named in {found[0]} are missing: {', '.join(missing)}"
+            )
     for shard in shards:
         check_safetensors(shard)
     tokenizer = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
@@ -146,7 +157,8 @@ def check_model_folder(folder: Path, what: str) -> None:
 def adapter_weights(folder: Path) -> Path | None:
     """The weights file of a peft adapter folder (safetensors first, as peft loads them), or None."""
     return next(
-        (folder / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (folder / n).is_file()), None
+        (folder / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (folder / n).is_file()),
+        None,
     )
 
 
@@ -208,7 +220,7 @@ def check_output_file(path: Path, what: str) -> None:
 
 
 def check_output_folder(folder: Path, what: str) -> None:
-    """A folder the run will write files in (a cache, the history): it is one, or can be made, and takes files."""
+    """A folder the run writes files in (a cache, the history): it is one, or can be made, and takes files."""
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{what} {folder}: is a file, not a folder")
     _check_folder_writable(folder, folder, what)
@@ -224,7 +236,9 @@ def _check_folder_writable(folder: Path, shown: Path, what: str) -> None:
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        raise InputError(f"{what} {shown}: {existing} is a file, so the folder cannot be made; pick another path")
+        raise InputError(
+            f"{what} {shown}: {existing} is a file, so the folder cannot be made; pick another path"
+        )
     try:
         if existing == folder:
             with tempfile.TemporaryFile(dir=existing, prefix=".llmeval-probe-"):

@@ -181,7 +181,9 @@ def resolve_base(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:
     if spec.adapter is not None:
         wanted = adapter_config(spec.adapter).get("base_model_name_or_path")
         if isinstance(wanted, str) and wanted:
-            found = _resolve_offline(wanted, f"the adapter's base model (adapter_config.json of {spec.adapter})")
+            found = _resolve_offline(
+                wanted, f"the adapter's base model (adapter_config.json of {spec.adapter})"
+            )
             if found is not None:
                 return found
             return _embedded(note=f"the adapter's base '{wanted}' is not available offline")

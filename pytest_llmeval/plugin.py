@@ -20,8 +20,8 @@ import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
-from pytest_llmeval.generation import OVERFLOW_POLICIES
 from pytest_llmeval.gates import load_training_data
+from pytest_llmeval.generation import OVERFLOW_POLICIES
 from pytest_llmeval.history import Baselines, append, entries, history_dir, prune
 from pytest_llmeval.inputs import (
     InputError,
@@ -356,8 +356,6 @@ def pytest_configure(config: pytest.Config) -> None:
         worker=worker,
     )
     opt = config.option
-    if not _is_worker(config):
-        _check_before_the_run(config)
     if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
         raise pytest.UsageError(
             f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
@@ -388,6 +386,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "--llmeval-fluency measures generated outputs with a model, and --llmeval-predictions loads "
             "none: leave one of them out"
         )
+    if not _is_worker(config):
+        _check_before_the_run(config)  # after the option conflicts above: a wrong combination says so first
     options = RunOptions(
         spec=spec,
         predictions=opt.llmeval_predictions,
@@ -627,7 +627,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             run.predictions()
         except OSError as exc:
             raise pytest.UsageError(
-                f"llmeval: --llmeval-predictions {run.options.predictions}: cannot read ({exc.strerror or exc})"
+                f"llmeval: --llmeval-predictions {run.options.predictions}: "
+                f"cannot read ({exc.strerror or exc})"
             ) from None
         except ValueError as exc:
             raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
@@ -884,9 +885,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
                 removed = prune(folder, config.option.llmeval_history_keep)
             config.stash[_HISTORY_KEY] = (entry, len(removed))
         except OSError as exc:
-            failures.append(f"cannot add this run to the history in {folder} ({_why(exc)}); results.json has it")
+            failures.append(
+                f"cannot add this run to the history in {folder} ({_why(exc)}); results.json has it"
+            )
     # The LocoLLM spot check: five rows side by side, beside results.json.
-    _write_or_fallback(path.parent / "spot_check.md", spot_check_markdown(document), "the spot check", failures)
+    _write_or_fallback(
+        path.parent / "spot_check.md", spot_check_markdown(document), "the spot check", failures
+    )
     if config.option.llmeval_html is not None:
         html = config.invocation_params.dir / config.option.llmeval_html
         _write_or_fallback(html, html_report(document), "the HTML report", failures)
@@ -977,7 +982,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(summary_line(cache_info))
     unmatched = (document.get("predictions") or {}).get("unmatched_ids")
     if unmatched:
-        shown = ", ".join(unmatched[:10]) + (
+        # repr: ids from the file are shown escaped; a newline or right-to-left mark cannot garble the line.
+        shown = ", ".join(repr(i) for i in unmatched[:10]) + (
             f" and {len(unmatched) - 10} more" if len(unmatched) > 10 else ""
         )
         terminalreporter.write_line(f"predictions matching no benchmark row: {shown}", yellow=True)

@@ -134,7 +134,9 @@ BAD_INPUTS = [
     Bad(
         "adapter-metadata",
         "metadata.json whose domain_benchmarks is not a list",
-        lambda p, m: _adapter(p, m, lambda a: _set_json(a / "metadata.json", domain_benchmarks="bench.jsonl")),
+        lambda p, m: _adapter(
+            p, m, lambda a: _set_json(a / "metadata.json", domain_benchmarks="bench.jsonl")
+        ),
         "--adapter */metadata.json: 'domain_benchmarks' must be a list of glob strings",
     ),
     Bad(
@@ -232,8 +234,8 @@ BAD_INPUTS = [
         "embedded-cache-unwritable",
         "$LLMEVAL_CACHE_DIR that cannot be written, before the embedded model's first conversion",
         lambda p, m: ["-p", "no:cacheprovider"],
-        "$LLMEVAL_CACHE_DIR (where the embedded model is converted once) */notes.txt/cache/models: */notes.txt"
-        " is a file, so the folder cannot be made; pick another path",
+        "$LLMEVAL_CACHE_DIR (where the embedded model is converted once) */notes.txt/cache/models: "
+        "*/notes.txt is a file, so the folder cannot be made; pick another path",
         env=(("LLMEVAL_CACHE_DIR", "notes.txt/cache"),),
     ),
     Bad(
@@ -385,7 +387,9 @@ def _namespace_mounts() -> str | None:
     return None if probe.returncode == 0 else f"unshare -rm cannot mount here: {probe.stderr.strip()}"
 
 
-def _run_on_a_small_filesystem(tmp_path: Path, mount_options: str, fill: bool, args: list[str]) -> subprocess.CompletedProcess[str]:
+def _run_on_a_small_filesystem(
+    tmp_path: Path, mount_options: str, fill: bool, args: list[str]
+) -> subprocess.CompletedProcess[str]:
     """pytest in its own mount namespace, with `tmp_path/mnt` a tmpfs mounted with `mount_options`."""
     work = tmp_path / "work"
     work.mkdir()
@@ -400,7 +404,17 @@ def _run_on_a_small_filesystem(tmp_path: Path, mount_options: str, fill: bool, a
         # Fill it to the last block: creating an empty file still works, writing one does not.
         script += f'head -c 10000000 /dev/zero > "{mnt}/filler" 2>/dev/null\n'
     script += 'exec "$@"\n'
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not gate", *args, "bench.jsonl"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not gate",
+        *args,
+        "bench.jsonl",
+    ]
     env = {**os.environ, "TMPDIR": str(fallback)}
     return subprocess.run(
         ["unshare", "-rm", "sh", "-c", script, "sh", *command],
@@ -415,13 +429,19 @@ def _run_on_a_small_filesystem(tmp_path: Path, mount_options: str, fill: bool, a
 def test_a_full_disk_at_the_end_keeps_the_results(tmp_path: Path) -> None:
     why_not = _namespace_mounts()
     if why_not is not None:
-        pytest.skip(f"{why_not}; test_results_that_cannot_be_written_go_to_the_temporary_folder covers the rest")
+        pytest.skip(
+            f"{why_not}; test_results_that_cannot_be_written_go_to_the_temporary_folder covers the rest"
+        )
     mnt = tmp_path / "mnt"
     result = _run_on_a_small_filesystem(
         tmp_path,
         "size=256k",
         fill=True,
-        args=["--llmeval-predictions=preds.jsonl", f"--llmeval-results={mnt}/results.json", "--llmeval-no-history"],
+        args=[
+            "--llmeval-predictions=preds.jsonl",
+            f"--llmeval-results={mnt}/results.json",
+            "--llmeval-no-history",
+        ],
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
@@ -472,7 +492,10 @@ def test_every_prefix_of_a_safetensors_file_is_refused(tiny_adapter: Path, tmp_p
     [
         (b"\x02\x00\x00\x00\x00\x00\x00\x00[]", "its header is not a JSON object"),
         (b"\x02\x00\x00\x00\x00\x00\x00\x00{x", "its header is not JSON"),
-        (len(b'{"t": {"dtype": "F32"}}').to_bytes(8, "little") + b'{"t": {"dtype": "F32"}}', "tensor 't' has no valid data_offsets"),
+        (
+            len(b'{"t": {"dtype": "F32"}}').to_bytes(8, "little") + b'{"t": {"dtype": "F32"}}',
+            "tensor 't' has no valid data_offsets",
+        ),
         (b"\xff" * 8 + b"{}", "its header claims 18446744073709551615 bytes"),
     ],
 )
@@ -488,8 +511,11 @@ def test_sharded_model_with_a_missing_shard(tiny_model: Path, tmp_path: Path) ->
     (folder / "model.safetensors").rename(folder / "model-00001-of-00002.safetensors")
     index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(InputError, match="weight files named in model.safetensors.index.json are missing: "
-                       "model-00002-of-00002.safetensors"):
+    with pytest.raises(
+        InputError,
+        match=r"weight files named in model\.safetensors\.index\.json are missing: "
+        r"model-00002-of-00002\.safetensors",
+    ):
         check_model_folder(folder, "--base-model")
     index["weight_map"]["b"] = "model-00001-of-00002.safetensors"
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))

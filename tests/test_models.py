@@ -76,7 +76,9 @@ def test_adapter_folder_problems(tmp_path: Path, tiny_adapter: Path, setup: str,
 
 
 def test_base_folder_without_config(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match=r"--base-model .*: no config\.json; is it a transformers model folder"):
+    with pytest.raises(
+        ModelError, match=r"--base-model .*: no config\.json; is it a transformers model folder"
+    ):
         models.resolve_base(ModelSpec(base_model=str(tmp_path)))
 
 

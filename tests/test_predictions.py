@@ -39,7 +39,7 @@ def test_predictions_with_base_play_adapter_and_base(pytester: pytest.Pytester) 
     )
     # Pass: 8 rows, better_than_base, size, difficulty_mix (all easy: a warning), edge_cases; skip: held_out.
     result.assert_outcomes(passed=12, skipped=1)
-    result.stdout.fnmatch_lines(["predictions matching no benchmark row: stray"])
+    result.stdout.fnmatch_lines(["predictions matching no benchmark row: 'stray'"])
     data = doc(pytester)
     assert data["mode"] == "adapter_vs_base"
     assert data["predictions"] == {"file": "preds.json", "unmatched_ids": ["stray"]}
