@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/token_budget.py
+	$(BIN)/python bench/loglikelihood.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

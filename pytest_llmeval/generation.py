@@ -324,7 +324,7 @@ def _decode(
 
     batch = ids.shape[0]
     cache = DynamicCache(config=model.config)
-    kv = {_cache_kwarg(model): cache, "use_cache": True}
+    kv = {cache_kwarg(model): cache, "use_cache": True}
     if shared:
         model(input_ids=ids[:1, :shared], logits_to_keep=1, **kv)
         cache.batch_repeat_interleave(batch)  # (1, ...) -> (B, ...): the same prefix for every row
@@ -371,7 +371,7 @@ def _decode(
         next_pos = next_pos + 1
 
 
-def _cache_kwarg(model: PreTrainedModel) -> str:
+def cache_kwarg(model: PreTrainedModel) -> str:
     """The forward() argument taking a KV cache: `cache` in recent transformers, else `past_key_values`."""
     wrapped: Any = model
     base = wrapped.get_base_model() if hasattr(wrapped, "get_base_model") else wrapped  # peft wraps models

@@ -362,29 +362,206 @@ def continuation_nll(
     *,
     batch_size: int | None = None,
 ) -> list[float]:
-    """Summed NLL (nats) of each continuation's tokens given its context: (context ids, continuation ids).
+    """Summed NLL (nats, float64) of each continuation's tokens given its context, per pair.
 
-    The log-likelihood of multiple-choice answers: every pair is one window whose context positions carry
-    no loss, so all pairs share the batched forward passes of perplexity(). A context longer than the
-    model's window loses its oldest tokens (the continuation is always scored whole).
+    The log-likelihood of multiple-choice answers, with every context token computed once: pairs with the
+    same context (a row's choices) share one pass over it through a KV cache, and the contexts of a batch
+    share the prefix they all start with (the chat template's system turn), computed once for the batch as
+    generation does. Per batch: the prefix (1 row), the contexts' own tokens (one row per context, left-padded
+    after the prefix so each ends at the last position, whose logits give every choice's first token), then
+    each choice's remaining tokens (one row per choice, on a copy of its context's cache). A context longer
+    than the model's window loses its oldest tokens (the continuation is always scored whole).
+
+    batch_size: choices per batch (a context's choices are never split); by default batches hold about
+    TOKEN_BUDGET new positions per forward pass.
     """
     limit = getattr(model.config, "max_position_embeddings", None)
-    ids: list[list[int]] = []
-    windows: list[Window] = []
+    contexts: dict[tuple[int, ...], list[int]] = {}  # context -> its pairs, in order
+    continuations: list[list[int]] = []
     for index, (context, continuation) in enumerate(pairs):
         if not context or not continuation:
             raise ValueError(f"pair {index}: context and continuation must both have tokens")
-        row = [*context, *continuation]
-        if isinstance(limit, int) and len(row) > limit:
+        ctx = list(context)
+        if isinstance(limit, int) and len(ctx) + len(continuation) > limit:
             if len(continuation) >= limit:
                 raise ValueError(
                     f"pair {index}: a {len(continuation)}-token continuation exceeds the context"
                 )
-            row = row[len(row) - limit :]
-        ids.append(row)
-        windows.append(Window(text=index, begin=0, end=len(row), first_scored=len(row) - len(continuation)))
-    nll, _ = _score_windows(model, tokenizer, ids, windows, batch_size=batch_size)
-    return nll
+            ctx = ctx[len(ctx) + len(continuation) - limit :]
+        contexts.setdefault(tuple(ctx), []).append(index)
+        continuations.append(list(continuation))
+    device = next(model.parameters()).device
+    budget = TOKEN_BUDGET.get(device.type, TOKEN_BUDGET["cuda"])
+    result = [0.0] * len(pairs)
+    prefix: dict[tuple[int, ...], Any] = {}  # the last batch's shared prefix and its KV cache (one row)
+    for batch in _context_batches(contexts, continuations, batch_size=batch_size, budget=budget):
+        for index, nll in _score_shared(model, tokenizer, batch, continuations, prefix).items():
+            result[index] = nll
+    return result
+
+
+def _context_batches(
+    contexts: dict[tuple[int, ...], list[int]],
+    continuations: Sequence[Sequence[int]],
+    *,
+    batch_size: int | None,
+    budget: int,
+) -> list[list[tuple[tuple[int, ...], list[int]]]]:
+    """Contexts with their pairs per batch, in token order: contexts that share the longest prefix share a batch.
+
+    Sorted as token sequences, rows of one instruction (a benchmark file's rows often share all but their
+    input) sit side by side, so a batch's shared prefix reaches past the chat template's system turn into
+    the instruction, and only each row's own tokens are computed per row. A batch grows while its choices
+    fit `batch_size`, or else while its new positions (rows x own width, choices x their width) fit
+    `budget`; a context's choices always stay together.
+    """
+    from pytest_llmeval.generation import shared_prefix_length
+
+    batches: list[list[tuple[tuple[int, ...], list[int]]]] = []
+    current: list[tuple[tuple[int, ...], list[int]]] = []
+    for context, members in _prefix_order(contexts):
+        candidate = [*current, (context, members)]
+        choices = [i for _, m in candidate for i in m]
+        if batch_size is not None:
+            fits = len(choices) <= batch_size
+        else:
+            shared = shared_prefix_length([c for c, _ in candidate], minimum=0)
+            width = max(len(c) for c, _ in candidate) - shared
+            tail = max(len(continuations[i]) for i in choices)
+            fits = len(candidate) * width <= budget and len(choices) * tail <= budget
+        if current and not fits:
+            batches.append(current)
+            candidate = [(context, members)]
+        current = candidate
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _prefix_order(contexts: dict[tuple[int, ...], list[int]]) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Contexts in token order, then longest first within each group that shares more than the common prefix.
+
+    Token order puts the rows of one instruction side by side; within such a group, similar lengths side by
+    side keep the left padding of a batch small (rows' own parts, their inputs, vary in length).
+    """
+    from pytest_llmeval.generation import MIN_SHARED_PREFIX, shared_prefix_length
+
+    ordered = sorted(contexts.items())
+    if len(ordered) < 2:
+        return ordered
+    common = shared_prefix_length([c for c, _ in ordered], minimum=0)
+    groups: list[list[tuple[tuple[int, ...], list[int]]]] = [[ordered[0]]]
+    for previous, item in zip(ordered, ordered[1:]):
+        together = shared_prefix_length([previous[0], item[0]], minimum=0)
+        if together >= common + MIN_SHARED_PREFIX:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return [item for group in groups for item in sorted(group, key=lambda it: -len(it[0]))]
+
+
+def _score_shared(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    batch: Sequence[tuple[tuple[int, ...], list[int]]],
+    continuations: Sequence[Sequence[int]],
+    prefix: dict[tuple[int, ...], Any],
+) -> dict[int, float]:
+    """NLL of every pair of one batch of contexts (continuation_nll), by pair index.
+
+    `prefix` carries the shared prefix's KV cache from one batch to the next: batches of one group of rows
+    start with the same tokens, which are then computed once for all of them.
+    """
+    import copy
+
+    import torch
+    from transformers import DynamicCache
+
+    from pytest_llmeval.generation import MIN_SHARED_PREFIX, cache_kwarg, shared_prefix_length
+
+    device = next(model.parameters()).device
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = int(pad_id) if pad_id is not None else 0  # any id: padded positions are masked and unscored
+    ctxs = [list(context) for context, _ in batch]
+    shared = shared_prefix_length(ctxs, minimum=MIN_SHARED_PREFIX)  # leaves each context >= 1 own token
+    own = max(len(c) for c in ctxs) - shared
+    rows = len(ctxs)
+    ids = torch.full((rows, shared + own), pad_id, dtype=torch.long)  # (R, P + S): prefix, padding, own part
+    mask = torch.zeros((rows, shared + own), dtype=torch.long)  # (R, P + S)
+    for r, ctx in enumerate(ctxs):
+        ids[r, :shared] = torch.tensor(ctx[:shared])
+        mask[r, :shared] = 1
+        tail = len(ctx) - shared
+        ids[r, shared + own - tail :] = torch.tensor(ctx[shared:])
+        mask[r, shared + own - tail :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    result: dict[int, float] = {}
+    with torch.inference_mode(), warnings.catch_warnings():
+        # peft asks transformers a deprecated question on every forward; users cannot act on it.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        cache = DynamicCache(config=model.config)
+        if shared:
+            key = tuple(ctxs[0][:shared])
+            if key not in prefix:
+                prefix.clear()  # one prefix kept: the batches of a group come one after the other
+                prefix[key] = DynamicCache(config=model.config)
+                model(
+                    input_ids=ids[:1, :shared],
+                    logits_to_keep=1,
+                    use_cache=True,
+                    **{cache_kwarg(model): prefix[key]},
+                )
+            cache = copy.deepcopy(prefix[key])
+            cache.batch_repeat_interleave(rows)  # (1, ...) -> (R, ...): the same prefix for every context
+        kv = {cache_kwarg(model): cache, "use_cache": True}
+        # Positions count real tokens only, so a padded context sees the positions it would see alone.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (R, P + S)
+        out = model(
+            input_ids=ids[:, shared:],
+            attention_mask=mask,
+            position_ids=positions[:, shared:],
+            logits_to_keep=1,
+            **kv,
+        )
+        if cache.get_seq_length() != shared + own:
+            # A model that ignored the cache would score each choice without its context: refuse, never guess.
+            raise RuntimeError(f"{type(model).__name__} did not fill the KV cache; cannot share contexts")
+        # Each context's last position predicts the first token of each of its choices.
+        first = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1).double()  # (R, V)
+        longer: list[tuple[int, int]] = []  # (context row, pair) of choices with more than one token
+        for r, (_, members) in enumerate(batch):
+            for index in members:
+                result[index] = -float(first[r, continuations[index][0]])
+                if len(continuations[index]) > 1:
+                    longer.append((r, index))
+        if not longer:
+            return result
+        # The rest of each choice, one row per choice on a copy of its context's cache (rows repeat).
+        select = torch.tensor([r for r, _ in longer], device=device)
+        cache.batch_select_indices(select)  # (R, ...) -> (N, ...)
+        width = max(len(continuations[i]) - 1 for _, i in longer)
+        tail_ids = torch.full((len(longer), width), pad_id, dtype=torch.long, device=device)  # (N, C)
+        tail_mask = torch.zeros((len(longer), width), dtype=torch.long, device=device)  # (N, C)
+        for n, (_, index) in enumerate(longer):
+            inputs = continuations[index][:-1]  # the last token is only predicted, never an input
+            tail_ids[n, : len(inputs)] = torch.tensor(inputs)
+            tail_mask[n, : len(inputs)] = 1
+        context_mask = mask[select]  # (N, P + S)
+        start = context_mask.sum(-1, keepdim=True)  # (N, 1): each context's length, the next position
+        logits = model(
+            input_ids=tail_ids,
+            attention_mask=torch.cat([context_mask, tail_mask], dim=-1),  # (N, P + S + C)
+            position_ids=start + torch.arange(width, device=device),  # (N, C)
+            **kv,
+        ).logits  # (N, C, V)
+        for n, (_, index) in enumerate(longer):
+            targets = torch.tensor(continuations[index][1:], device=device)  # (K - 1,)
+            predicting = logits[n, : len(targets)].float()  # (K - 1, V)
+            nll = torch.nn.functional.cross_entropy(
+                predicting, targets, reduction="none"
+            ).double()  # (K - 1,)
+            result[index] += float(nll.sum())
+    return result
 
 
 def plan_batches(windows: Sequence[Window], *, batch_size: int | None, device_type: str) -> list[list[int]]:

@@ -1,0 +1,172 @@
+"""Multiple-choice log-likelihoods with shared contexts (issue 21): each context computed once for all its
+choices, the batch's shared prefix once, and every value still the definition's, to float32 noise.
+
+The reference is the definition itself: float64, one (context, continuation) pair per forward pass, no cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import jsonl, model_args, row
+
+from pytest_llmeval.generation import build_prompt
+from pytest_llmeval.models import LoadedModel, ModelSpec, load
+from pytest_llmeval.perplexity import continuation_nll
+
+# The issue's bound: a float32 model within 2e-4 nats of its float64 self.
+TOLERANCE = 2e-4
+
+QUESTIONS = [
+    ("Pick a colour.", ["red", "green", "blue sky", "a colour nobody has named yet"]),
+    ("Which animal barks?", ["dog", "cat"]),
+    ("Is the sky green? Answer yes or no, then say why in a few words.", ["no", "yes", "maybe"]),
+    ("Name a prime number.", ["7", "8", "nine", "10"]),
+    ("Translate 'chat' from French.", ["cat", "talk"]),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model: Path) -> LoadedModel:
+    return load(ModelSpec(base_model=str(tiny_model), device="cpu", dtype="float32"))
+
+
+def pairs_of(
+    loaded: LoadedModel, questions: list[tuple[str, list[str]]]
+) -> list[tuple[list[int], list[int]]]:
+    tok = loaded.tokenizer
+    out = []
+    for question, choices in questions:
+        context = tok(build_prompt(tok, question), add_special_tokens=False)["input_ids"]
+        out += [(context, tok(c, add_special_tokens=False)["input_ids"]) for c in choices]
+    return out
+
+
+def reference(model: Any, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
+    """float64, one pair per forward pass, no cache."""
+    model64 = copy.deepcopy(model).double()
+    out = []
+    for context, continuation in pairs:
+        ids = torch.tensor([context + continuation])  # (1, T)
+        with torch.inference_mode():
+            logp = torch.log_softmax(model64(ids).logits[0], dim=-1)  # (T, V) float64
+        out.append(-sum(float(logp[len(context) - 1 + j, t]) for j, t in enumerate(continuation)))
+    return out
+
+
+def test_shared_contexts_give_the_definitions_values(tiny: LoadedModel) -> None:
+    pairs = pairs_of(tiny, QUESTIONS)
+    assert {len(c) for _, c in pairs} >= {1, 2}  # one-token choices and longer ones
+    expected = reference(tiny.model, pairs)
+    got = continuation_nll(tiny.model, tiny.tokenizer, pairs)
+    assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE
+
+
+def test_every_batch_size_gives_the_same_values(tiny: LoadedModel) -> None:
+    pairs = pairs_of(tiny, QUESTIONS)
+    values = {
+        size: continuation_nll(tiny.model, tiny.tokenizer, pairs, batch_size=size)
+        for size in (None, 1, 2, 3, 5, 64)
+    }
+    first = values[None]
+    for size, got in values.items():
+        # Batches differ in their shared prefix and padding: float32 noise only, far below a choice's margin.
+        assert got == pytest.approx(first, abs=1e-5), size
+
+
+def test_groups_of_rows_sharing_an_instruction(tiny: LoadedModel) -> None:
+    """Rows of one instruction share a longer prefix, batch after batch; each group has its own."""
+    tok = tiny.tokenizer
+    groups = [
+        (
+            "Convert the date to ISO 8601 (YYYY-MM-DD). Reply with the date only.",
+            ["Jan 5th, 2024", "5/1/24", "the fifth of January", "2024 Jan 05"],
+            ["2024-01-05", "2024-05-01"],
+        ),
+        (
+            "Classify the sentiment of the review as positive or negative.",
+            ["Great film.", "Dull and long.", "I would watch it again tomorrow.", "Meh"],
+            ["positive", "negative", "neutral"],
+        ),
+    ]
+    pairs = []
+    for instruction, inputs, choices in groups:
+        for text in inputs:
+            context = tok(build_prompt(tok, instruction, text), add_special_tokens=False)["input_ids"]
+            pairs += [(context, tok(c, add_special_tokens=False)["input_ids"]) for c in choices]
+    expected = reference(tiny.model, pairs)
+    for size in (None, 4, 6):  # 4 and 6: several batches per group, each starting with the group's prefix
+        got = continuation_nll(tiny.model, tok, pairs, batch_size=size)
+        assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE, size
+
+
+def test_pair_order_and_repeated_contexts_do_not_matter(tiny: LoadedModel) -> None:
+    pairs = pairs_of(tiny, QUESTIONS)
+    together = continuation_nll(tiny.model, tiny.tokenizer, pairs)
+    reversed_ = continuation_nll(tiny.model, tiny.tokenizer, pairs[::-1])[::-1]
+    alone = [continuation_nll(tiny.model, tiny.tokenizer, [p])[0] for p in pairs]
+    assert reversed_ == pytest.approx(together, abs=1e-5)
+    assert alone == pytest.approx(together, abs=1e-5)
+
+
+def test_a_context_longer_than_the_window_loses_its_oldest_tokens(tiny: LoadedModel) -> None:
+    limit = tiny.model.config.max_position_embeddings
+    tok = tiny.tokenizer
+    long_context = tok(" word" * (limit + 50), add_special_tokens=False)["input_ids"]
+    choices = [tok(c, add_special_tokens=False)["input_ids"] for c in ("yes", "no thanks")]
+    pairs = [(long_context, c) for c in choices] + pairs_of(tiny, QUESTIONS[:1])
+    got = continuation_nll(tiny.model, tok, pairs)
+    kept = [(long_context[len(long_context) + len(c) - limit :], c) for c in choices]
+    expected = reference(tiny.model, kept + pairs[2:])
+    assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE
+    with pytest.raises(ValueError, match=r"pair 0: a .*-token continuation exceeds the context"):
+        continuation_nll(tiny.model, tok, [(long_context[:5], long_context[: limit + 1])])
+
+
+@pytest.mark.slow
+def test_the_real_model_within_the_bound(real_model: LoadedModel) -> None:
+    """SmolLM2 on prompts of the shipped benchmarks, 2 and 4 choices, against its float64 self."""
+    rows = [json.loads(line) for line in Path("benchmarks/dates.jsonl").read_text().splitlines()[:6]]
+    answers = [r["expected_output"] for r in rows]
+    questions = [
+        (r["instruction"] + "\n\n" + r["input"], answers[i : i + 2 + 2 * (i % 2)] or answers[:2])
+        for i, r in enumerate(rows)
+    ]
+    pairs = pairs_of(real_model, questions)
+    got = continuation_nll(real_model.model, real_model.tokenizer, pairs)
+    expected = reference(real_model.model, pairs)
+    assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE
+
+
+def test_multiple_choice_rows_agree_serially_and_under_xdist(
+    pytester: pytest.Pytester, tiny_model: Path
+) -> None:
+    rows = [
+        row(
+            f"mc{i}",
+            instruction=question,
+            expected=choices[0],
+            evaluation_type="multiple_choice",
+            evaluation_config={"choices": choices},
+        )
+        for i, (question, choices) in enumerate(QUESTIONS * 2)
+    ]
+    pytester.makefile(".jsonl", mc=jsonl(rows))
+    args = [*model_args(tiny_model), "--llmeval-batch-size=3", "--llmeval-no-history"]
+    pytester.runpytest(*args, "--llmeval-results=serial.json")
+    pytester.runpytest(*args, "-n", "2", "--llmeval-results=parallel.json")
+
+    def measured(name: str) -> dict[str, list[float]]:
+        doc = json.loads((pytester.path / name).read_text())
+        return {
+            r["id"]: [c["nll"] for c in r["models"]["base"]["score"]["choices"]]
+            for r in doc["benchmarks"][0]["rows"]
+        }
+
+    serial, parallel = measured("serial.json"), measured("parallel.json")
+    assert len(serial) == len(rows) and serial == parallel
