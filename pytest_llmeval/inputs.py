@@ -149,9 +149,9 @@ def check_model_folder(folder: Path, what: str) -> None:
             f"{what} {folder}: no tokenizer ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
             "model (tokenizer.save_pretrained)"
         )
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        if name in tokenizer:
-            read_json_object(folder / name, what)
+    # tokenizer.json (megabytes) is parsed by the tokenizer itself; its small config is checked here.
+    if "tokenizer_config.json" in tokenizer:
+        read_json_object(folder / "tokenizer_config.json", what)
 
 
 def adapter_weights(folder: Path) -> Path | None:
@@ -204,9 +204,8 @@ def check_adapter_folder(folder: Path) -> dict[str, Any]:
         domain = meta.get("domain_benchmarks")
         if domain is not None and not (isinstance(domain, list) and all(isinstance(g, str) for g in domain)):
             raise InputError(f"{what} {metadata}: 'domain_benchmarks' must be a list of glob strings")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        if (folder / name).is_file():
-            read_json_object(folder / name, what)
+    if (folder / "tokenizer_config.json").is_file():
+        read_json_object(folder / "tokenizer_config.json", what)
     return config
 
 
