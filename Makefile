@@ -44,7 +44,7 @@ demo: $(STAMP)
 
 # Everything, with coverage: it fails below the floor (the figure measured when it was set; raise it, never
 # lower it). CI also sets LLMEVAL_REQUIRE_STRICT=1: strict sandbox tests then fail instead of skipping.
-COVERAGE_FLOOR ?= 76
+COVERAGE_FLOOR ?= 77
 # Serially: the interrupt and crash tests time real signals, and run beside other tests on 2 cores they read
 # contention as failure. (The pytester tests run the plugin itself under -n 2.)
 test: $(STAMP)

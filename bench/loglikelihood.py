@@ -24,11 +24,12 @@ import copy
 import json
 import logging
 import os
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# bench/ is the script's folder, first on sys.path: one best_of for every benchmark that alternates variants.
+from perplexity import best_of
 
 from pytest_llmeval.generation import build_prompt
 from pytest_llmeval.models import ModelSpec, load
@@ -84,19 +85,6 @@ def reference_nll(model64: Any, pairs: list[tuple[list[int], list[int]]]) -> lis
             logp = torch.log_softmax(model64(ids).logits[0], dim=-1)  # (T, V) float64
         out.append(-sum(float(logp[len(context) - 1 + j, t]) for j, t in enumerate(continuation)))
     return out
-
-
-def best_of(repeats: int, runs: dict[str, Callable[[], Any]]) -> dict[str, tuple[float, Any]]:
-    """Run each variant `repeats` times, alternating; keep the best time and the last result."""
-    best: dict[str, tuple[float, Any]] = {}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            result = run()
-            elapsed = time.perf_counter() - start
-            if name not in best or elapsed < best[name][0]:
-                best[name] = (elapsed, result)
-    return best
 
 
 def picks(nll: list[float], sizes: list[int]) -> list[int]:

@@ -12,6 +12,7 @@ torch is imported inside the functions; shapes are noted as (B, T, V) = (batch, 
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -407,7 +408,7 @@ def _context_batches(
     batch_size: int | None,
     budget: int,
 ) -> list[list[tuple[tuple[int, ...], list[int]]]]:
-    """Contexts with their pairs per batch, in token order: contexts that share the longest prefix share a batch.
+    """Contexts with their pairs per batch, in token order: contexts sharing the longest prefix share a batch.
 
     Sorted as token sequences, rows of one instruction (a benchmark file's rows often share all but their
     input) sit side by side, so a batch's shared prefix reaches past the chat template's system turn into
@@ -451,7 +452,7 @@ def _prefix_order(contexts: dict[tuple[int, ...], list[int]]) -> list[tuple[tupl
         return ordered
     common = shared_prefix_length([c for c, _ in ordered], minimum=0)
     groups: list[list[tuple[tuple[int, ...], list[int]]]] = [[ordered[0]]]
-    for previous, item in zip(ordered, ordered[1:]):
+    for previous, item in itertools.pairwise(ordered):
         together = shared_prefix_length([previous[0], item[0]], minimum=0)
         if together >= common + MIN_SHARED_PREFIX:
             groups[-1].append(item)
