@@ -20,12 +20,10 @@ import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
-from pytest_llmeval.gates import load_training_data
 from pytest_llmeval.generation import OVERFLOW_POLICIES
 from pytest_llmeval.history import Baselines, append, entries, history_dir, prune
 from pytest_llmeval.inputs import (
     InputError,
-    check_adapter_folder,
     check_output_file,
     check_output_folder,
     option_path_values,
@@ -410,8 +408,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if spool:
             store = RowStore(Path(spool), str(config.workerinput["workerid"]))  # type: ignore[attr-defined]
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
-    config.stash[EVALUATOR_KEY] = Evaluator(options=options, store=store, baselines=baselines)
+    run = Evaluator(options=options, store=store, baselines=baselines)
+    config.stash[EVALUATOR_KEY] = run
     if not _is_worker(config):
+        _check_training_data(config, run)
         recorder = Recorder(
             alpha=gate_options.alpha, composite_weights=options.composite_weights, baselines=baselines
         )
@@ -441,32 +441,31 @@ PATH_OPTIONS = (
 
 
 def _check_before_the_run(config: pytest.Config) -> None:
-    """Everything that can be checked before the first test, on the controller: one usage-error line.
+    """Checks before anything reads the project's files, on the controller: one usage-error line.
 
-    Input files and folders the user named are checked here (inputs.py); model folders and hub ids when
-    the session starts (models.preflight); the output paths where it is known that rows will run
-    (_check_outputs).
+    The rootdir first (a wrong one brings another project's configuration), then the output paths where it
+    is known that rows will run (_check_outputs). The adapter and model folders are checked when the session
+    starts (models.preflight, inputs.py), the training file once the evaluator exists (_check_training_data).
     """
     problem = rootdir_from_option(config)
     if problem is not None:
         raise pytest.UsageError(f"llmeval: {problem}")
-    opt = config.option
-    try:
-        if opt.adapter is not None:
-            check_adapter_folder(opt.adapter)
-        train = opt.llmeval_train_data or find_training_file(opt.adapter)
-        if train is not None:
-            what = "--llmeval-train-data" if opt.llmeval_train_data else "the adapter's training file"
-            if not train.is_file():
-                raise InputError(f"{what} {train}: no such file")
-            try:
-                load_training_data(train)  # read again by the held_out gates; a bad line stops the run now
-            except (OSError, ValueError) as exc:
-                raise InputError(f"{what} (read by the held_out gate): {exc}") from None
-    except InputError as exc:
-        raise pytest.UsageError(f"llmeval: {exc}") from None
     if _evaluates_rows(config):
         _check_outputs(config)
+
+
+def _check_training_data(config: pytest.Config, run: Evaluator) -> None:
+    """The held_out gates' training file, read now through the evaluator, which keeps it for the gates."""
+    train = run.options.gate_options.train_data
+    if train is None:
+        return
+    what = "--llmeval-train-data" if config.option.llmeval_train_data else "the adapter's training file"
+    if not train.is_file():
+        raise pytest.UsageError(f"llmeval: {what} {train}: no such file")
+    try:
+        run.training_rows()
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"llmeval: {what} (read by the held_out gate): {exc}") from None
 
 
 def _evaluates_rows(config: pytest.Config) -> bool:
