@@ -27,7 +27,16 @@ from typing import Any
 
 from pytest_llmeval import gates
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
-from pytest_llmeval.cache import CacheStats, FileIndex, GenerationCache, ModelIdentity, identify
+from pytest_llmeval.cache import (
+    CacheStats,
+    FileIndex,
+    GenerationCache,
+    ModelIdentity,
+    adapter_files,
+    fingerprint_files,
+    identify,
+    model_files,
+)
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata, resolve_base
@@ -35,12 +44,14 @@ from pytest_llmeval.records import (
     ADAPTER,
     BASE,
     BenchmarkInfo,
+    Domain,
     FluencyRecord,
     RowRecord,
     SideRecord,
     row_record,
 )
 from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison
+from pytest_llmeval.roster import Member, Roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS, Score
 
@@ -81,6 +92,10 @@ class RunOptions:
     cache_dir: Path | None = None  # --llmeval-cache-dir (default: pytest's cache); None: --llmeval-no-cache
     context_overflow: str = "error"  # --llmeval-context-overflow: generation.OVERFLOW_POLICIES
     token_budget: int | None = 32768  # --llmeval-token-budget: padded tokens per generation batch
+    # The columns beside the base (several --adapter, --llmeval-model, --llmeval-reference); empty: the
+    # one --adapter of spec, if any (Evaluator.roster builds its column).
+    roster: Roster = field(default_factory=Roster)
+    adjust: str = "holm"  # --llmeval-adjust: how a run's family of p-values is adjusted (holm | none)
 
 
 @dataclass(frozen=True)
@@ -94,14 +109,16 @@ class RowRef:
 
 @dataclass(frozen=True)
 class RowOutputs:
-    """Generated texts of one row, or for a measured type (perplexity) what the model measured."""
+    """What each column produced on one row: its generated text, or for a measured type (perplexity,
+    multiple choice) and a judged one (llm_judge, beside the text) what was measured."""
 
-    base: str | None  # None for a measured row
-    adapter: str | None  # None when no adapter is evaluated, and for a measured row
-    base_measure: dict[str, Any] | None = None
-    adapter_measure: dict[str, Any] | None = None
-    # --llmeval-fluency: per model name, its output's and the reference's perplexity
+    texts: dict[str, str] = field(default_factory=dict)  # column -> generated text
+    measures: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> measurement
+    # --llmeval-fluency: per column, its output's and the reference's perplexity
     fluency: dict[str, FluencyRecord] | None = None
+
+    def columns(self) -> list[str]:
+        return list(self.texts) if self.texts else list(self.measures)
 
 
 def _free_device_memory(loaded: LoadedModel) -> None:
@@ -192,6 +209,11 @@ class Evaluator:
     _loaded: LoadedModel | None = None
     _load_error: ModelError | None = None
     _other_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-ppl/judge-model
+    _column_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-model columns held now
+    _column_errors: dict[str, str] = field(default_factory=dict)  # --llmeval-model columns that cannot load
+    _kept_columns: set[str] = field(default_factory=set)  # held for the llm_models fixture
+    _roster: Roster | None = None  # roster, worked out once
+    _family: list[dict[str, Any]] | None = None  # the comparisons that decide gates (gate_family())
     _embedder: Any = None  # embeddings.Embedder, loaded on the first semantic or bertscore row
     _embedder_error: str | None = None
     _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
@@ -199,6 +221,8 @@ class Evaluator:
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
     _cache_identity: ModelIdentity | None = None
+    _column_identities: dict[str, ModelIdentity] = field(default_factory=dict)
+    _fingerprints: dict[str, str | None] = field(default_factory=dict)  # models_meta(), per column
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
     _identity: Identity | None = None  # identity(), worked out once (a hub id's lookup reads the disk)
@@ -210,6 +234,32 @@ class Evaluator:
             # With saved predictions, `prediction` plays the adapter when `base_prediction` plays the base.
             return any(p.base_prediction is not None for p in self.predictions())
         return self.options.spec.adapter is not None
+
+    @property
+    def roster(self) -> Roster:
+        """The columns beside the base: the options' roster, else the one --adapter's column (an evaluator
+        made without the plugin), worked out once."""
+        if self._roster is None:
+            self._roster = self.options.roster
+            path = self.options.spec.adapter
+            if not self._roster.members and path is not None:
+                meta = adapter_metadata(path)
+                globs = (*meta.get("domain_benchmarks", []), *self.options.gate_options.domain_globs)
+                member = Member(ADAPTER, str(meta["name"]), "adapter", str(path), True, tuple(globs), path)
+                self._roster = Roster((member,))
+        return self._roster
+
+    def columns(self) -> list[str]:
+        """Every column a row is generated or measured for, the base first."""
+        if self.options.predictions is not None:
+            return [BASE, ADAPTER] if self.has_adapter else [BASE]
+        return self.roster.sides()
+
+    def evaluated_for(self, info: BenchmarkInfo) -> str:
+        """The column whose score passes or fails the rows of one benchmark (roster.Roster.evaluated)."""
+        if self.options.predictions is not None:
+            return self.evaluated
+        return self.roster.evaluated(info.get("domains") or {})
 
     def identity(self) -> Identity:
         """Who this run evaluates, as its results.json names it (history.identity_of), without loading."""
@@ -259,8 +309,8 @@ class Evaluator:
         if self.has_adapter:
             if p.base_prediction is None:
                 raise RowError(f"{self.options.predictions}:{p.line}: id '{p.id}' has no base_prediction")
-            return RowOutputs(base=p.base_prediction, adapter=p.prediction)
-        return RowOutputs(base=p.prediction, adapter=None)
+            return RowOutputs(texts={BASE: p.base_prediction, ADAPTER: p.prediction})
+        return RowOutputs(texts={BASE: p.prediction})
 
     def unmatched_predictions(self) -> list[str]:
         """Ids of saved predictions that match no collected row, for the report."""
@@ -294,14 +344,75 @@ class Evaluator:
                 raise
         return self._loaded
 
-    def llm(self, *, adapter: bool) -> LLM:
-        """A generation handle with the adapter on or off; both share the one loaded model."""
+    def llm(self, *, adapter: bool | str) -> LLM:
+        """A generation handle with an adapter on (True: the first; a column: that one) or off; every
+        adapter shares the one loaded model."""
         return LLM(
             self.loaded(),
             adapter=adapter,
             max_new_tokens=self.options.max_new_tokens,
             batch_size=self.options.batch_size,
         )
+
+    def llm_models(self) -> dict[str, LLM]:
+        """A handle per column (the `llm_models` fixture): the base, each adapter, each full model.
+
+        Full models are loaded here and kept for the fixture's users (hand-written tests call them at any
+        time); the evaluator itself holds one full model at a time (_column_model)."""
+        handles = {BASE: self.llm(adapter=False)}
+        for member in self.roster.members:
+            if member.kind == "adapter":
+                handles[member.side] = self.llm(adapter=member.side)
+            else:
+                handles[member.side] = LLM(
+                    self._column_model(member.side, keep=True),
+                    adapter=False,
+                    max_new_tokens=self.options.max_new_tokens,
+                    batch_size=self.options.batch_size,
+                )
+        return handles
+
+    def _column_model(self, side: str, *, keep: bool = False) -> LoadedModel:
+        """A --llmeval-model column's weights. Held one at a time: loading the next releases the others, so
+        a 7B model and two small ones never sit on one GPU together (keep: a fixture holds it for good)."""
+        if side in self._column_errors:
+            raise ModelError(self._column_errors[side])
+        if side not in self._column_models:
+            from pytest_llmeval import models
+
+            for other in [o for o in self._column_models if o not in self._kept_columns]:
+                released = self._column_models.pop(other)
+                _free_device_memory(released)
+                del released
+            member = self.roster.member(side)
+            spec = self.options.spec
+            try:
+                self._column_models[side] = models.load(
+                    ModelSpec(
+                        base_model=member.source,
+                        device=spec.device,
+                        dtype=spec.dtype,
+                        threads=spec.threads,
+                        worker=spec.worker,
+                    ),
+                    option=f"--llmeval-model {member.name}",
+                )
+            except ModelError as exc:
+                self._column_errors[side] = str(exc)
+                raise
+        if keep:
+            self._kept_columns.add(side)
+        return self._column_models[side]
+
+    def _column_model_or_fail(self, column: str, rows: list[str]) -> LoadedModel | None:
+        """A full model column's weights; None when they cannot load, and then `rows` fail with why (every
+        column of a row is needed to compare it)."""
+        try:
+            return self._column_model(column)
+        except ModelError as exc:
+            for n in rows:
+                self.row_errors[n] = f"{self._where(n)}: {exc}"
+            return None
 
     def outputs_for(self, nodeid: str) -> RowOutputs:
         """The row's generated texts (or measurements), computing its whole chunk on first need."""
@@ -343,14 +454,20 @@ class Evaluator:
         return f"{ref.benchmark['name']}:{ref.case.line}"
 
     def _fit_rows(
-        self, nodeids: list[str], room: Callable[[Case], int], reserved: str
+        self,
+        nodeids: list[str],
+        room: Callable[[Case], int],
+        reserved: str,
+        loaded: LoadedModel | None = None,
     ) -> tuple[list[str], list[str], list[int]]:
         """The rows whose prompt fits the model's context with `room(case)` tokens after it (fitted by
         --llmeval-context-overflow), their prompts and rooms; the others go to row_errors, and the rows
-        whose prompt was cut to truncated."""
+        whose prompt was cut to truncated. `loaded`: a full model column's own weights and template (None:
+        the shared base)."""
         from pytest_llmeval.generation import build_prompt, context_length, fit_text
 
-        loaded = self.loaded()
+        own = loaded is None
+        loaded = self.loaded() if loaded is None else loaded
         context = context_length(loaded.model, loaded.tokenizer) or 2**62
         fitting: list[str] = []
         prompts: list[str] = []
@@ -359,8 +476,8 @@ class Evaluator:
             case = self.rows[n].case
             tokens = room(case)
 
-            def render(text: str, case: Case = case) -> str:
-                return build_prompt(loaded.tokenizer, case.instruction, text)
+            def render(text: str, case: Case = case, tok: Any = loaded.tokenizer) -> str:
+                return build_prompt(tok, case.instruction, text)
 
             try:
                 prompt, truncated = fit_text(
@@ -373,100 +490,154 @@ class Evaluator:
                     reserved=reserved,
                 )
             except ValueError as exc:
-                self.row_errors[n] = f"{self._where(n)}: {exc}"
+                where = "" if own else f" ({loaded.base.name})"
+                self.row_errors[n] = f"{self._where(n)}: {exc}{where}"
                 continue
-            if truncated is not None:
+            if truncated is not None and own:
                 self.truncated[n] = truncated
             fitting.append(n)
             prompts.append(prompt)
             rooms.append(tokens)
         return fitting, prompts, rooms
 
+    def _model_columns(self) -> list[str]:
+        """The --llmeval-model columns, in the order given."""
+        return [] if self.options.predictions is not None else [m.side for m in self.roster.models]
+
+    def _shared_columns(self) -> list[str]:
+        """The columns that run on the shared base weights: the base, then each adapter."""
+        return [c for c in self.columns() if c not in self._model_columns()]
+
     def _generate(self, nodeids: list[str]) -> None:
-        """Generate a chunk's rows, base then adapter. A row whose prompt does not fit the model's context
-        (--llmeval-context-overflow error), or on which generation fails, becomes an error of its own
-        (row_errors); every other row of the chunk is generated and scored as usual."""
-        from pytest_llmeval.generation import generate
+        """Generate a chunk's rows for every column: the base, each adapter, each full model. A row whose
+        prompt does not fit a model's context (--llmeval-context-overflow error), or on which generation
+        fails in any column, becomes an error of its own (row_errors); every other row of the chunk is
+        generated and scored as usual."""
+
+        def limit(case: Case) -> int:
+            return int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
 
         loaded = self.loaded()
-        fitting, prompts, limits = self._fit_rows(
-            nodeids,
-            lambda case: int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens)),
-            "max_new_tokens",
-        )
+        fitting, prompts, limits = self._fit_rows(nodeids, limit, "max_new_tokens")
+        prompt_of = dict(zip(fitting, prompts, strict=True))
+        limit_of = dict(zip(fitting, limits, strict=True))
+        texts: dict[str, dict[str, str]] = {}  # node id -> column -> text
+        ok = list(fitting)
+        for column in self._shared_columns():
+            produced = self._isolated(loaded, column, ok, prompt_of, limit_of)
+            ok = [n for n in ok if n in produced]
+            for n, text in produced.items():
+                texts.setdefault(n, {})[column] = text
+        for column in self._model_columns():
+            if not ok:
+                break
+            model = self._column_model_or_fail(column, ok)
+            if model is None:
+                ok = []
+                break
+            fitted, its_prompts, its_limits = self._fit_rows(ok, limit, "max_new_tokens", model)
+            produced = self._isolated(
+                model,
+                column,
+                fitted,
+                dict(zip(fitted, its_prompts, strict=True)),
+                dict(zip(fitted, its_limits, strict=True)),
+            )
+            ok = [n for n in ok if n in produced]
+            for n, text in produced.items():
+                texts.setdefault(n, {})[column] = text
+        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
+        if self.options.fluency and ok:
+            fluency = self._fluency([self.rows[n].case.expected_output for n in ok], [texts[n] for n in ok])
+        for n, f in zip(ok, fluency, strict=True):
+            self.outputs[n] = RowOutputs(texts=texts[n], fluency=f)
 
-        def run(adapter: bool, rows: list[int]) -> list[str]:
-            def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
-                with loaded.adapter_enabled(adapter):
-                    return generate(
-                        loaded.model,
-                        loaded.tokenizer,
-                        batch,
-                        max_new_tokens=batch_limits,
-                        batch_size=len(batch),
-                        token_budget=self.options.token_budget,
-                    )
+    def _isolated(
+        self,
+        loaded: LoadedModel,
+        column: str,
+        rows: list[str],
+        prompts: dict[str, str],
+        limits: dict[str, int],
+    ) -> dict[str, str]:
+        """One column's outputs of `rows` (node ids), generated in one batch (served from the generation
+        cache where it can be); a batch that fails is split in halves until the failing row is alone."""
+        from pytest_llmeval.generation import generate
 
-            these, their_limits = [prompts[i] for i in rows], [limits[i] for i in rows]
-            cached = self._generation_cache()
+        def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
+            with loaded.active(None if column == BASE else column):
+                return generate(
+                    loaded.model,
+                    loaded.tokenizer,
+                    batch,
+                    max_new_tokens=batch_limits,
+                    batch_size=len(batch),
+                    token_budget=self.options.token_budget,
+                )
+
+        def run(these: list[str]) -> list[str]:
+            batch, batch_limits = [prompts[n] for n in these], [limits[n] for n in these]
+            cached = self._generation_cache(column, loaded)
             if cached is None:
-                return produce(these, their_limits)
-            cache, identity = cached
+                return produce(batch, batch_limits)
+            cache, identity, side = cached
             # Stored outputs are served; the misses are generated together, in one batch.
-            texts = cache.generate(identity, "adapter" if adapter else "base", these, their_limits, produce)
+            texts = cache.generate(identity, side, batch, batch_limits, produce)
             self.notices.extend(cache.take_problems())
             return texts
 
-        def isolated(adapter: bool, rows: list[int]) -> dict[int, str]:
-            """Outputs of `rows`; a batch that fails is split in halves until the failing row is alone."""
+        def isolated(these: list[str]) -> dict[str, str]:
+            if not these:
+                return {}
             try:
-                return dict(zip(rows, run(adapter, rows), strict=True))
+                return dict(zip(these, run(these), strict=True))
             except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
                 why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
                 _free_device_memory(loaded)
-                side = "adapter" if adapter else "base"
-                if len(rows) == 1:
-                    n = fitting[rows[0]]
-                    self.row_errors[n] = f"{self._where(n)}: generation failed ({side}): {why}"
+                if len(these) == 1:
+                    n = these[0]
+                    self.row_errors[n] = f"{self._where(n)}: generation failed ({column}): {why}"
                     return {}
-                self.retries.append({"side": side, "rows": len(rows), "error": why})
-                half = len(rows) // 2
-                return isolated(adapter, rows[:half]) | isolated(adapter, rows[half:])
+                self.retries.append({"side": column, "rows": len(these), "error": why})
+                half = len(these) // 2
+                return isolated(these[:half]) | isolated(these[half:])
 
-        base = isolated(False, list(range(len(fitting))))
-        ok = [i for i in range(len(fitting)) if i in base]
-        adapter: dict[int, str] = isolated(True, ok) if self.has_adapter and ok else {}
-        if self.has_adapter:
-            ok = [i for i in ok if i in adapter]
-        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
-        if self.options.fluency and ok:
-            fluency = self._fluency(
-                [self.rows[fitting[i]].case.expected_output for i in ok],
-                [base[i] for i in ok],
-                [adapter.get(i) for i in ok],
-            )
-        for i, f in zip(ok, fluency, strict=True):
-            self.outputs[fitting[i]] = RowOutputs(base=base[i], adapter=adapter.get(i), fluency=f)
+        return isolated(rows)
 
-    def _generation_cache(self) -> tuple[GenerationCache, ModelIdentity] | None:
-        """The generation cache and the loaded model's identity in it; None when off or unusable."""
+    def _generation_cache(
+        self, column: str, loaded: LoadedModel
+    ) -> tuple[GenerationCache, ModelIdentity, str] | None:
+        """The generation cache, a column's identity in it and the cache side it is stored under; None when
+        off or unusable. An adapter's identity holds that adapter's files only, and a full model's its own
+        files: changing one adapter regenerates that adapter's column and nothing else."""
         if self.options.cache_dir is None or self._cache_off:
             return None
-        if self.cache is None or self._cache_identity is None:
-            from pytest_llmeval import models
+        from pytest_llmeval import models
 
-            # File hashes are kept beside the converted models: valid machine-wide, so a new project or a
-            # pytester run in a fresh folder does not read a multi-GB model again.
-            index = FileIndex(models.cache_dir() / "file-hashes.json")
-            cache = GenerationCache(self.options.cache_dir, index=index)
-            try:
+        try:
+            if self.cache is None or self._cache_identity is None:
+                # File hashes are kept beside the converted models: valid machine-wide, so a new project or
+                # a pytester run in a fresh folder does not read a multi-GB model again.
+                index = FileIndex(models.cache_dir() / "file-hashes.json")
                 self._cache_identity = identify(self.loaded(), index)
-            except OSError as exc:
-                self._cache_off = True
-                self.notices.append(f"generation cache off: cannot read the model's files ({exc})")
-                return None
-            self.cache = cache
-        return self.cache, self._cache_identity
+                self.cache = GenerationCache(self.options.cache_dir, index=index)
+            cache, shared = self.cache, self._cache_identity
+            if column == BASE:
+                return cache, shared, "base"
+            if column not in self._column_identities:
+                if column in self.loaded().adapters:
+                    files = adapter_files(self.loaded().adapters[column])
+                    self._column_identities[column] = replace(
+                        shared, adapter=fingerprint_files(files, cache.index)
+                    )
+                else:
+                    self._column_identities[column] = identify(loaded, cache.index)
+        except OSError as exc:
+            self._cache_off = True
+            self.notices.append(f"generation cache off: cannot read the model's files ({exc})")
+            return None
+        identity = self._column_identities[column]
+        return cache, identity, "base" if identity.adapter is None else "adapter"
 
     def cache_info(self) -> dict[str, Any]:
         """results.json's inference_config.cache: where it is, and rows served or generated per side."""
@@ -476,28 +647,38 @@ class Evaluator:
         return {"enabled": True, "dir": str(self.options.cache_dir), **stats.to_json()}
 
     def _fluency(
-        self, references: list[str], base: list[str], adapter: list[str | None]
+        self, references: list[str], outputs: list[dict[str, str]]
     ) -> list[dict[str, FluencyRecord] | None]:
-        """Per row and model: the perplexity of its output and of the reference.
+        """Per row and column: the perplexity of its output and of the reference.
 
         The QA fine-tuning document's fix: each model's own generated text, measured by that same model
-        (base outputs by the base, adapter outputs by the adapter), with the reference measured by it too
-        for comparison. --llmeval-ppl-model measures every side with one external model instead.
+        (base outputs by the base, an adapter's by that adapter, a full model's by itself), with the
+        reference measured by it too for comparison. --llmeval-ppl-model measures every column with one
+        external model instead.
         """
         from pytest_llmeval.measures import fluency
 
         external = self.options.ppl_model
-        scorer = self._model_named(external)
-        sides: dict[str, tuple[Sequence[str | None], bool, str]] = {}
-        own = scorer.base.name
-        sides[BASE] = (base, False, external or f"{own} (the base model itself)")
-        if self.has_adapter:
-            sides[ADAPTER] = (adapter, external is None, external or f"{own} + adapter (the adapter itself)")
-        per_side = {
-            name: fluency(scorer, references, outputs, adapter=on, scorer_name=label)
-            for name, (outputs, on, label) in sides.items()
-        }
-        return [{name: measured[i] for name, measured in per_side.items()} for i in range(len(references))]
+        per_column: dict[str, list[FluencyRecord]] = {}
+        for column in outputs[0]:
+            texts = [row.get(column) for row in outputs]
+            if external is not None:
+                scorer, on, label = self._model_named(external), None, external
+            elif column in self._model_columns():
+                scorer, on = self._column_model(column), None
+                label = f"{scorer.base.name} (the model itself)"
+            else:
+                scorer = self.loaded()
+                on = None if column == BASE else column
+                label = (
+                    f"{scorer.base.name} (the base model itself)"
+                    if on is None
+                    else f"{scorer.base.name} + {column} (the adapter itself)"
+                )
+                if column == ADAPTER:
+                    label = f"{scorer.base.name} + adapter (the adapter itself)"
+            per_column[column] = fluency(scorer, references, texts, column=on, scorer_name=label)
+        return [{c: measured[i] for c, measured in per_column.items()} for i in range(len(references))]
 
     def _model_named(self, name: str | None) -> LoadedModel:
         """Another model (a scorer's or a judge's), loaded once; None: the evaluated model (adapter off)."""
@@ -518,50 +699,77 @@ class Evaluator:
             )
         return self._other_models[name]
 
+    def _measured_columns(
+        self, nodeids: list[str], measure: Callable[[LoadedModel, list[str], list[str]], dict[str, Any]]
+    ) -> None:
+        """A measured chunk for every column: `measure(loaded, rows, columns)` on the shared weights for
+        the base and the adapters, then on each full model; a row is kept when every column measured it."""
+        found: dict[str, dict[str, dict[str, Any]]] = {}
+        ok = list(nodeids)
+        shared = measure(self.loaded(), ok, self._shared_columns())
+        for column, rows in shared.items():
+            for n, value in rows.items():
+                found.setdefault(n, {})[column] = value
+        ok = [n for n in ok if n in found]
+        for column in self._model_columns():
+            if not ok:
+                break
+            model = self._column_model_or_fail(column, ok)
+            if model is None:
+                return
+            rows = measure(model, ok, [column]).get(column, {})
+            ok = [n for n in ok if n in rows]
+            for n in ok:
+                found[n][column] = rows[n]
+        for n in ok:
+            self.outputs[n] = RowOutputs(measures=found[n])
+
     def _measure_perplexity(self, nodeids: list[str]) -> None:
-        """Perplexity rows: each text measured with the adapter off and on; rows of one window share calls."""
+        """Perplexity rows: each text measured by every column; rows of one window share calls."""
         from pytest_llmeval.measures import text_perplexities
         from pytest_llmeval.scorers import perplexity as ppl_scorer
 
-        by_window: dict[tuple[int | None, int | None], list[str]] = {}
-        for n in nodeids:
-            by_window.setdefault(ppl_scorer.window(self.rows[n].case.evaluation_config), []).append(n)
-        for (max_length, stride), group in by_window.items():
-            cases = [self.rows[n].case for n in group]
-            texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
-            base, adapter = text_perplexities(
-                self.loaded(), texts, max_length, stride, with_adapter=self.has_adapter
-            )
-            self._store_measures(group, base, adapter)
+        def measure(loaded: LoadedModel, rows: list[str], columns: list[str]) -> dict[str, Any]:
+            out: dict[str, dict[str, Any]] = {c: {} for c in columns}
+            by_window: dict[tuple[int | None, int | None], list[str]] = {}
+            for n in rows:
+                by_window.setdefault(ppl_scorer.window(self.rows[n].case.evaluation_config), []).append(n)
+            for (max_length, stride), group in by_window.items():
+                cases = [self.rows[n].case for n in group]
+                texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
+                measured = text_perplexities(loaded, texts, max_length, stride, columns=columns)
+                for column, values in measured.items():
+                    out[column].update(zip(group, values, strict=True))
+            return out
+
+        self._measured_columns(nodeids, measure)
 
     def _measure_choices(self, nodeids: list[str]) -> None:
-        """Multiple-choice rows: every choice's log-likelihood after the row's prompt, adapter off and on."""
+        """Multiple-choice rows: every choice's log-likelihood after the row's prompt, for every column."""
         from pytest_llmeval.measures import choice_likelihoods
 
-        loaded = self.loaded()
-        tok = loaded.tokenizer
-        # Room after the prompt for the longest choice: every choice is scored after the same prompt.
-        fitting, prompts, _ = self._fit_rows(
-            nodeids,
-            lambda case: max(
-                len(tok(c, add_special_tokens=False)["input_ids"]) for c in case.evaluation_config["choices"]
-            ),
-            "the longest choice",
-        )
-        if not fitting:
-            return
-        cases = [self.rows[n].case for n in fitting]
-        base, adapter = choice_likelihoods(loaded, cases, with_adapter=self.has_adapter, prompts=prompts)
-        self._store_measures(fitting, base, adapter)
+        def measure(loaded: LoadedModel, rows: list[str], columns: list[str]) -> dict[str, Any]:
+            tok = loaded.tokenizer
+            # Room after the prompt for the longest choice: every choice is scored after the same prompt.
+            fitting, prompts, _ = self._fit_rows(
+                rows,
+                lambda case: max(
+                    len(tok(c, add_special_tokens=False)["input_ids"])
+                    for c in case.evaluation_config["choices"]
+                ),
+                "the longest choice",
+                None if loaded is self._loaded else loaded,
+            )
+            if not fitting:
+                return {}
+            cases = [self.rows[n].case for n in fitting]
+            measured = choice_likelihoods(loaded, cases, columns=columns, prompts=prompts)
+            return {c: dict(zip(fitting, values, strict=True)) for c, values in measured.items()}
 
-    def _store_measures(
-        self, nodeids: list[str], base: list[dict[str, Any]], adapter: list[dict[str, Any] | None]
-    ) -> None:
-        for n, b, a in zip(nodeids, base, adapter, strict=True):
-            self.outputs[n] = RowOutputs(base=None, adapter=None, base_measure=b, adapter_measure=a)
+        self._measured_columns(nodeids, measure)
 
     def _judge(self, nodeids: list[str]) -> None:
-        """llm_judge rows: the judge grades base and adapter outputs, `runs` sampled runs each, batched."""
+        """llm_judge rows: the judge grades every column's output, `runs` sampled runs each, batched."""
         from pytest_llmeval.measures import judge_runs
 
         if not nodeids:
@@ -569,7 +777,7 @@ class Evaluator:
         judge = self._model_named(self.options.judge_model)
         name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
         cases = [self.rows[n].case for n in nodeids]
-        outputs = [(self.outputs[n].base, self.outputs[n].adapter) for n in nodeids]
+        outputs = [self.outputs[n].texts for n in nodeids]
         graded, errors = judge_runs(
             judge,
             name,
@@ -578,25 +786,25 @@ class Evaluator:
             batch_size=self.options.batch_size,
             context_overflow=self.options.context_overflow,
         )
-        for i, (n, both) in enumerate(zip(nodeids, graded, strict=True)):
-            if both is None:
+        for i, (n, by_column) in enumerate(zip(nodeids, graded, strict=True)):
+            if by_column is None:
                 self.row_errors[n] = f"{self._where(n)}: {errors[i]}"
                 continue
-            base, adapter = both
-            self.outputs[n] = replace(self.outputs[n], base_measure=base, adapter_measure=adapter)
+            self.outputs[n] = replace(self.outputs[n], measures=by_column)
 
     def score_row(self, nodeid: str) -> RowResult:
-        """Generate (if needed) and score one row for base and adapter; scorer errors become row errors."""
+        """Generate (if needed) and score one row for every column; scorer errors become row errors."""
         ref = self.rows[nodeid]
         case = ref.case
         where = self._where(nodeid)
+        evaluated = self.evaluated_for(ref.benchmark)
 
         def record(models: dict[str, SideRecord] | None = None, **outcome: Any) -> RowRecord:
             return row_record(
                 nodeid=nodeid,
                 benchmark=ref.benchmark,
                 case=case,
-                evaluated=self.evaluated,
+                evaluated=evaluated,
                 models=models,
                 **outcome,
             )
@@ -607,9 +815,9 @@ class Evaluator:
             return RowResult(record=record(skipped=str(exc)), score=None, skipped=str(exc))
         except RowError as exc:
             return RowResult(record=record(error=str(exc)), score=None, error=str(exc))
-        models: dict[str, SideRecord] = {BASE: {"output": out.base, "score": None}}
-        if out.adapter is not None or out.adapter_measure is not None:
-            models[ADAPTER] = {"output": out.adapter, "score": None}
+        models: dict[str, SideRecord] = {
+            column: {"output": out.texts.get(column), "score": None} for column in out.columns()
+        }
         for name, measured in (out.fluency or {}).items():
             models[name]["fluency"] = measured
         if nodeid in self.truncated:
@@ -623,20 +831,17 @@ class Evaluator:
             error = f"{where}: {exc}"
             return RowResult(record=record(error=error), score=None, error=error)
         try:
-            base_score, adapter_score = self._scores(case, out, resources)
+            scores = self._scores(case, out, resources)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
             raised = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             error = f"{where}: scorer '{case.evaluation_type}' raised {raised}"
             # What the model measured (the judge's raw outputs, say) stays in results.json: nothing is lost.
-            if out.base_measure is not None:
-                models[BASE]["measurement"] = out.base_measure
-            if out.adapter_measure is not None:
-                models[ADAPTER]["measurement"] = out.adapter_measure
+            for column, measurement in out.measures.items():
+                models[column]["measurement"] = measurement
             return RowResult(record=record(models, error=error), score=None, error=error)
-        models[BASE]["score"] = base_score.to_json()
-        if adapter_score is not None:
-            models[ADAPTER]["score"] = adapter_score.to_json()
-        primary = adapter_score if adapter_score is not None else base_score
+        for column, scored in scores.items():
+            models[column]["score"] = scored.to_json()
+        primary = scores.get(evaluated, scores[BASE])
         return RowResult(record=record(models, passed=primary.passed), score=primary)
 
     def _resource(self, name: str, ref: RowRef) -> Any:
@@ -697,8 +902,7 @@ class Evaluator:
         for n in nodeids:
             kind = self.rows[n].case.evaluation_type
             if kind in wanted:
-                out = self.outputs[n]
-                texts = [self.rows[n].case.expected_output, out.base, out.adapter]
+                texts = [self.rows[n].case.expected_output, *self.outputs[n].texts.values()]
                 wanted[kind].update(t for t in texts if t and t.strip())
         if not (wanted["semantic"] or wanted["bertscore"]):
             return
@@ -710,29 +914,83 @@ class Evaluator:
         embedder.warm(sorted(wanted["bertscore"]), sentence=False, tokens=True)
 
     @staticmethod
-    def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> tuple[Score, Score | None]:
-        """Base and adapter scores of a row: from its texts, or from its measurements."""
+    def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> dict[str, Score]:
+        """Every column's score of a row: from its measurement when it has one, else from its text."""
         scorer = SCORERS[case.evaluation_type]
         config = case.evaluation_config
-        if out.base_measure is not None:
+        if out.measures:
             assert scorer.score_measurement is not None
-            base = scorer.score_measurement(out.base_measure, config)
-            adapter = (
-                None if out.adapter_measure is None else scorer.score_measurement(out.adapter_measure, config)
-            )
-            return base, adapter
-        assert scorer.score is not None and out.base is not None
-        base = scorer.score(out.base, case.expected_output, config, **resources)
-        adapter = (
-            None
-            if out.adapter is None
-            else scorer.score(out.adapter, case.expected_output, config, **resources)
-        )
-        return base, adapter
+            return {c: scorer.score_measurement(m, config) for c, m in out.measures.items()}
+        assert scorer.score is not None
+        return {
+            c: scorer.score(text, case.expected_output, config, **resources) for c, text in out.texts.items()
+        }
 
-    def evaluate_gate(self, benchmark: str, name: str) -> tuple[gates.Verdict, dict[str, Any] | None]:
+    def kinds(self) -> dict[str, str]:
+        """Every column beside the base -> its kind (roster.KINDS), in the run's order."""
+        if self.options.predictions is not None:
+            return {ADAPTER: "adapter"} if self.has_adapter else {}
+        return {m.side: m.kind for m in self.roster.members}
+
+    def domains_of(self, benchmark: str, rootdir: Path) -> dict[str, Domain]:
+        """In or out of each gated column's domain, for a benchmark file (its path from the rootdir)."""
+        if self.options.predictions is not None:
+            if not self.has_adapter:
+                return {}
+            inside = gates.in_domain(benchmark, None, self.options.gate_options.domain_globs, rootdir)
+            return {ADAPTER: "in" if inside else "out"}
+        return self.roster.domains(benchmark, rootdir)
+
+    def gate_family(self) -> list[dict[str, Any]]:
+        """The comparisons whose p-values decide gates (comparisons.GATES_FAMILY), adjusted together.
+
+        Needs the rows of every benchmark some gated column is in-domain on: under xdist they may still be
+        scored on other workers, and RowStore.records_for waits for them as for a gate's own rows."""
+        if self._family is None:
+            from pytest_llmeval import comparisons
+
+            names = sorted(
+                {
+                    r.benchmark["name"]
+                    for r in self.rows.values()
+                    if "in" in (r.benchmark.get("domains") or {}).values()
+                }
+            )
+            records, _ = self.store.records_for([n for name in names for n in self.rows_of(name)])
+            by_benchmark: dict[str, list[Any]] = {}
+            for record in records:
+                by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
+            planned = [
+                p
+                for p in comparisons.plan(by_benchmark, self.kinds())
+                if p.family == comparisons.GATES_FAMILY
+            ]
+            self._family = comparisons.compare(
+                by_benchmark, planned, alpha=self.options.gate_options.alpha, adjust=self.options.adjust
+            )
+        return self._family
+
+    def _adjusted(self, column: str, benchmark: str) -> gates.Adjusted | None:
+        """The family-adjusted p-value of `column` against the base on `benchmark`, when in the family."""
+        from pytest_llmeval.comparisons import find
+
+        try:
+            entry = find(self.gate_family(), column, BASE, benchmark)
+        except KeyError:
+            return None
+        if entry["p_value_adjusted"] is None:
+            return None
+        return gates.Adjusted(
+            float(entry["p_value_adjusted"]), self.options.adjust, int(entry["family_size"])
+        )
+
+    def evaluate_gate(
+        self, benchmark: str, name: str, column: str | None = None
+    ) -> tuple[gates.Verdict, dict[str, Any] | None]:
         """One gate's verdict for one benchmark file, and the results.json blocks of the comparison it
-        decided on (`statistics` and `significance_test`, or `comparison_with_previous`), if any."""
+        decided on (`statistics` and `significance_test`, or `comparison_with_previous`), if any.
+
+        `column`: the column a model gate compares with the base (None: the first adapter)."""
         opts = self.options.gate_options
         bench = self.benchmarks[benchmark]
         if name == "size":
@@ -782,15 +1040,73 @@ class Evaluator:
                 baseline=block["baseline"],
             )
             return verdict, {"comparison_with_previous": block}
-        adapter, base, bounded, measure = comparison_values(records)
-        if not (self.has_adapter and adapter):
+        if column is None:
+            column = (
+                ADAPTER
+                if self.options.predictions is not None
+                else next((m.side for m in self.roster.adapters), ADAPTER)
+            )
+        adapter, base, bounded, measure = comparison_values(records, column, BASE)
+        if not (column in self.kinds() and adapter):
             cmp = None
         else:
             cmp = compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded)
         blocks = None if cmp is None else comparison_blocks(cmp, measure)
+        who = "adapter" if column == ADAPTER else column
         if name == "better_than_base":
-            return gates.better_than_base(cmp, mode=opts.mode), blocks
-        return gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop), blocks
+            adjusted = (
+                None if cmp is None or self.options.adjust == "none" else self._adjusted(column, benchmark)
+            )
+            if blocks is not None and adjusted is not None:
+                blocks["significance_test"].update(
+                    p_value_adjusted=adjusted.p_value,
+                    adjustment=adjusted.method,
+                    family="gates",
+                    family_size=adjusted.family_size,
+                )
+            return gates.better_than_base(cmp, mode=opts.mode, who=who, adjusted=adjusted), blocks
+        verdict = gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop, who=who)
+        return verdict, blocks
+
+    def models_meta(self) -> list[dict[str, Any]]:
+        """results.json's `models`: every column with its kind, source, version and weights fingerprint
+        (cache.fingerprint_files of the files it loads; None until this process loaded them)."""
+        spec = self.options.spec
+        base: dict[str, Any] = {"source": spec.base_model or "embedded:SmolLM2-135M-Instruct"}
+        if self._loaded is not None:
+            base["source"] = self._loaded.base.name
+        entries = self.roster.to_json(base)
+        for entry in entries:
+            column = str(entry["column"])
+            entry["fingerprint"] = self._fingerprint(column)
+            if entry["kind"] == "adapter":
+                entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
+        return entries
+
+    def _fingerprint(self, column: str) -> str | None:
+        """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
+        model's folder. Read through the machine-wide file-hash index, so a large model is hashed once."""
+        if self._loaded is None:
+            return None
+        if column not in self._fingerprints:
+            from pytest_llmeval import models
+
+            index = FileIndex(models.cache_dir() / "file-hashes.json")
+            try:
+                if column == BASE:
+                    files = model_files(Path(self._loaded.base.path))
+                elif column in self._loaded.adapters:
+                    files = adapter_files(self._loaded.adapters[column])
+                else:
+                    source = self.roster.member(column).source
+                    folder = models.resolve_base(
+                        ModelSpec(base_model=source), f"--llmeval-model {column}"
+                    ).path
+                    files = model_files(Path(folder))
+                self._fingerprints[column] = fingerprint_files(files, index)
+            except (OSError, ModelError):
+                self._fingerprints[column] = None
+        return self._fingerprints[column]
 
     def training_rows(self) -> list[gates.TrainingRow]:
         """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""
@@ -835,6 +1151,8 @@ class Evaluator:
             else:
                 meta["base_model"] = "prediction"
             return meta
+        if self.roster.members:
+            meta["models"] = self.models_meta()
         if self._loaded is None:
             return meta
         import torch

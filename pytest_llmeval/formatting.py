@@ -1,4 +1,5 @@
-"""How numbers read, once for every report: percents, percent points, p-values, test names, measures.
+"""How numbers read, once for every report: percents, percent points, p-values, test names, measures,
+and the interference matrix as a terminal table.
 
 Pure, standard library only: the terminal table, the spot check, the HTML page, the GitHub summary and the
 verdict messages of gates and stats all format a share, a p-value or a test's name with these, so the same
@@ -8,7 +9,8 @@ number never reads two ways in two places.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -125,3 +127,60 @@ def composite_value(entry: Mapping[str, Any] | None) -> str:
     if entry.get("value") is None:
         return f"none ({entry.get('reason') or 'no reason recorded'})"
     return f"{float(entry['value']):.2f}"
+
+
+# The interference matrix (results.json's `matrix`): what marks a cell and what a reference row is, worded
+# once for the terminal table and the HTML page.
+IN_DOMAIN_MARK = "*"
+MATRIX_LEGEND = (
+    f"{IN_DOMAIN_MARK} in-domain (the adapter's own benchmark); other cells: out-of-domain change against "
+    "the base"
+)
+REFERENCE_NOTE = "reference: upper bound, not gated"
+MATRIX_TITLE = (
+    "interference matrix: each model's change against the base, on the rows both scored "
+    "(base row: the base's own values)"
+)
+
+
+def benchmark_labels(benchmarks: Sequence[str]) -> list[str]:
+    """Column names for benchmark files: base names (`dates.jsonl`), whole paths where base names clash."""
+    names = [PurePosixPath(b).name or b for b in benchmarks]
+    # a/x.jsonl and b/x.jsonl both read `x.jsonl`: two columns of one name would be read as one benchmark.
+    return [b if names.count(n) > 1 else n for b, n in zip(benchmarks, names, strict=True)]
+
+
+def matrix_lines(matrix: Mapping[str, Any] | None) -> list[str]:
+    """The interference matrix as a terminal table: a title, one row per model (the base first), one column
+    per benchmark, each cell the change against the base in its measure's unit, then the legend."""
+    if not matrix or not matrix.get("models"):
+        return []
+    measures = [str(m) for m in matrix["measures"]]
+    # Every value cell ends in a two-character slot, the in-domain mark or blanks, so that right-aligned
+    # numbers line up whether marked or not.
+    blank = " " * (len(IN_DOMAIN_MARK) + 1)
+    table = [
+        [
+            "model",
+            "kind",
+            *(label + blank for label in benchmark_labels([str(b) for b in matrix["benchmarks"]])),
+        ],
+        ["base", "", *(measure_value(v, m) + blank for v, m in zip(matrix["base"], measures, strict=True))],
+    ]
+    for model in matrix["models"]:
+        cells = [str(model["name"]), str(model["kind"])]
+        for change, measure, domain in zip(model["change"], measures, model["domain"], strict=True):
+            slot = f" {IN_DOMAIN_MARK}" if domain == "in" else blank
+            cells.append(measure_difference(change, measure) + slot)
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [MATRIX_TITLE]
+    for row in table:
+        # Names left-aligned, numbers right-aligned; every cell padded, so every line has the same width.
+        names = [row[i].ljust(widths[i]) for i in (0, 1)]
+        values = [cell.rjust(width) for cell, width in zip(row[2:], widths[2:], strict=True)]
+        lines.append("  ".join([*names, *values]))
+    lines.append(MATRIX_LEGEND)
+    if any(model["kind"] == "reference" for model in matrix["models"]):
+        lines.append(REFERENCE_NOTE)
+    return lines

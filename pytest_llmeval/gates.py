@@ -103,18 +103,45 @@ def gate_names(*, in_domain: bool, has_previous: bool) -> list[str]:
 # Model gates: verdicts from paired comparisons (stats.compare_paired)
 
 
-def better_than_base(cmp: PairedComparison | None, *, mode: str = "significant") -> Verdict:
-    """Does the adapter beat the base model: significantly (default) or on the point estimate (LocoLLM)?"""
+@dataclass(frozen=True)
+class Adjusted:
+    """A p-value adjusted for the run's family of comparisons (stats.holm), and what it was adjusted over."""
+
+    p_value: float  # the adjusted p-value the gate decides on
+    method: str  # "holm"
+    family_size: int  # comparisons in the family
+
+
+def better_than_base(
+    cmp: PairedComparison | None,
+    *,
+    mode: str = "significant",
+    who: str = "adapter",
+    adjusted: Adjusted | None = None,
+) -> Verdict:
+    """Does `who` (the adapter) beat the base model: significantly (default) or on the point estimate
+    (LocoLLM)? With `adjusted`, significance is decided on the family-adjusted p-value (Holm)."""
     if mode not in ("significant", "point"):
         raise ValueError(f"better_than_base mode must be 'significant' or 'point', got {mode!r}")
     gate = "better_than_base"
     if cmp is None:
-        return Verdict(gate, "skip", "no adapter: nothing to compare", {"mode": mode})
-    details = {"mode": mode, "comparison": cmp.to_json()}
-    summary = _summary(cmp)
+        return Verdict(gate, "skip", f"no {who}: nothing to compare", {"mode": mode})
+    details: dict[str, Any] = {"mode": mode, "comparison": cmp.to_json()}
+    summary = _summary(cmp, adapter=who)
     better = cmp.difference > _EPS
-    significant = better and cmp.p_value < cmp.alpha
+    p = cmp.p_value
     test = f"{name_of_test(cmp.test)} p={p_value(cmp.p_value, cmp.alpha)}"
+    if adjusted is not None:
+        p = adjusted.p_value
+        details.update(
+            p_value_adjusted=adjusted.p_value, adjustment=adjusted.method, family_size=adjusted.family_size
+        )
+        if adjusted.family_size > 1:
+            test += (
+                f", {adjusted.method.capitalize()}-adjusted over {adjusted.family_size} comparisons "
+                f"p={p_value(adjusted.p_value, cmp.alpha)}"
+            )
+    significant = better and p < cmp.alpha
     if mode == "point":
         if better:
             # The LocoLLM criterion: any improvement of the mean counts; say how much evidence there is.
@@ -123,23 +150,23 @@ def better_than_base(cmp: PairedComparison | None, *, mode: str = "significant")
             )
             return Verdict(gate, "pass", f"{summary}; better on the point estimate ({evidence})", details)
         return Verdict(
-            gate, "fail", f"adapter is not better than base on the point estimate: {summary}", details
+            gate, "fail", f"{who} is not better than base on the point estimate: {summary}", details
         )
     if significant:
         return Verdict(gate, "pass", f"{summary}, {test} < {cmp.alpha:g}", details)
     if not better:
-        return Verdict(gate, "fail", f"adapter is not better than base: {summary}, {test}", details)
+        return Verdict(gate, "fail", f"{who} is not better than base: {summary}, {test}", details)
     return Verdict(
         gate,
         "fail",
-        f"adapter is better than base but not significantly: {summary}, {test} >= {cmp.alpha:g}"
+        f"{who} is better than base but not significantly: {summary}, {test} >= {cmp.alpha:g}"
         + _power_note(cmp),
         details,
     )
 
 
 def no_degradation(
-    cmp: PairedComparison | None, *, warn_drop: float = 0.05, fail_drop: float = 0.10
+    cmp: PairedComparison | None, *, warn_drop: float = 0.05, fail_drop: float = 0.10, who: str = "adapter"
 ) -> Verdict:
     """Does the adapter keep the base model's score on a general benchmark (drop <= warn_drop passes)?"""
     if not 0 <= warn_drop <= fail_drop:
@@ -149,10 +176,10 @@ def no_degradation(
         )
     gate = "no_degradation"
     if cmp is None:
-        return Verdict(gate, "skip", "no adapter: nothing to compare", {})
+        return Verdict(gate, "skip", f"no {who}: nothing to compare", {})
     drop = -cmp.difference
     details = {"drop": drop, "warn_drop": warn_drop, "fail_drop": fail_drop, "comparison": cmp.to_json()}
-    summary = _summary(cmp)
+    summary = _summary(cmp, adapter=who)
     shown = _shown(drop, lambda d: (d > warn_drop + _EPS, d > fail_drop + _EPS))
     if drop > fail_drop + _EPS:
         return Verdict(gate, "fail", f"{summary}: drop {shown} > fail threshold {fail_drop:.3f}", details)

@@ -82,20 +82,34 @@ class BenchmarkFile(pytest.File):
             raise self.CollectError("\n".join(problems))
         run = self.config.stash[EVALUATOR_KEY]
         run.benchmarks[self.benchmark] = benchmark
-        opts = run.options
-        inside = in_domain(
-            self.benchmark, opts.spec.adapter, opts.gate_options.domain_globs, self.config.rootpath
-        )
+        domains = run.domains_of(self.benchmark, self.config.rootpath)
         # What collection knows of this file travels with every row and gate record.
         info: BenchmarkInfo = {
             "name": self.benchmark,
             "sha256": benchmark.sha256,
-            "domain": ("in" if inside else "out") if run.has_adapter else None,
+            "domain": None,
             "n_rows": len(benchmark.cases),
         }
+        if domains:
+            info["domains"] = domains
+            info["domain"] = domains.get(run.evaluated_for(info))
         for case in benchmark.cases:
             yield CaseItem.from_parent(self, name=case.id, case=case, info=info)
-        for name in gate_names(in_domain=inside, has_previous=run.baselines.available):
+        # A model gate per gated column (better_than_base in its domain, no_degradation elsewhere), named
+        # `gate::<gate>[<column>]` when the run has several columns; then the benchmark's own gates.
+        several = run.roster.several and run.options.predictions is None
+        model_gates: list[tuple[str | None, bool]] = [(c, d == "in") for c, d in domains.items()]
+        if not model_gates:
+            # Nothing to compare (the base alone): the gate a file would get, which skips and says why.
+            opts = run.options.gate_options
+            model_gates = [(None, in_domain(self.benchmark, None, opts.domain_globs, self.config.rootpath))]
+        for column, inside in model_gates:
+            name = gate_names(in_domain=inside, has_previous=False)[0]
+            label = (
+                f"{GATE_PREFIX}{name}[{column}]" if several and column is not None else f"{GATE_PREFIX}{name}"
+            )
+            yield GateItem.from_parent(self, name=label, gate=name, info=info, column=column)
+        for name in gate_names(in_domain=False, has_previous=run.baselines.available)[1:]:
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, info=info)
 
 
@@ -228,22 +242,25 @@ class CaseItem(BenchmarkItem):
 class GateItem(BenchmarkItem):
     """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
 
-    def __init__(self, *, gate: str, **kwargs: Any) -> None:
+    def __init__(self, *, gate: str, column: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate = gate
+        self.column = column  # the column a model gate compares with the base
+        self.label = self.name.removeprefix(GATE_PREFIX)  # `better_than_base[date-iso]`
         self.llmeval_gate: GateRecord | None = None
         self.add_marker("gate")
 
     def runtest(self) -> None:
         run = self.config.stash[EVALUATOR_KEY]
-        verdict, statistics = run.evaluate_gate(self.benchmark, self.gate)
-        self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics)
+        verdict, statistics = run.evaluate_gate(self.benchmark, self.gate, self.column)
+        model = self.column if run.roster.several and run.options.predictions is None else None
+        self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model)
         if verdict.status == "skip":
-            pytest.skip(f"{self.benchmark}: gate {self.gate}: {verdict.message}")
+            pytest.skip(f"{self.benchmark}: gate {self.label}: {verdict.message}")
         if verdict.status == "warn":
             # Attributed to the benchmark file, not to this line: that is where the user has to look.
             warnings.warn_explicit(
-                LLMEvalGateWarning(f"gate {self.gate}: {verdict.message}"),
+                LLMEvalGateWarning(f"gate {self.label}: {verdict.message}"),
                 LLMEvalGateWarning,
                 filename=str(self.path),
                 lineno=1,
@@ -257,8 +274,8 @@ class GateItem(BenchmarkItem):
         style: Any = None,
     ) -> str:
         if isinstance(excinfo.value, GateFailed):
-            return f"{self.benchmark}: gate {self.gate} failed: {excinfo.value}"
+            return f"{self.benchmark}: gate {self.label} failed: {excinfo.value}"
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.benchmark}::gate::{self.gate}"
+        return self.path, None, f"{self.benchmark}::{self.name}"

@@ -8,25 +8,24 @@ keeps the results. torch is imported inside the functions it calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmeval.benchmark import Case
 from pytest_llmeval.models import LoadedModel
-from pytest_llmeval.records import FluencyRecord
+from pytest_llmeval.records import BASE, FluencyRecord
 
-Sides = tuple[list[dict[str, Any]], list[dict[str, Any] | None]]  # base, adapter (None without one)
+Columns = dict[str, list[dict[str, Any]]]  # column (records.BASE, an adapter's) -> one measurement per row
 
 
-def _both(loaded: LoadedModel, with_adapter: bool, measure: Any) -> Sides:
-    """`measure()` with the adapter off, and again with it on when there is one."""
-    with loaded.adapter_enabled(False):
-        base: list[dict[str, Any]] = measure()
-    if not with_adapter:
-        return base, [None] * len(base)
-    with loaded.adapter_enabled(True):
-        adapter: list[dict[str, Any] | None] = list(measure())
-    return base, adapter
+def _by_column(loaded: LoadedModel, columns: Sequence[str], measure: Any) -> Columns:
+    """`measure()` once per column: the base with every adapter off, then each adapter on in turn (a model
+    loaded without adapters is one column whatever its name)."""
+    out: Columns = {}
+    for column in columns:
+        with loaded.active(None if column == BASE else column):
+            out[column] = list(measure())
+    return out
 
 
 def text_perplexities(
@@ -35,8 +34,8 @@ def text_perplexities(
     max_length: int | None,
     stride: int | None,
     *,
-    with_adapter: bool,
-) -> Sides:
+    columns: Sequence[str],
+) -> Columns:
     """Per text: perplexity, NLL, tokens, characters, bytes and the per-script shares (fast tokenizers)."""
     from pytest_llmeval.perplexity import perplexity
 
@@ -67,12 +66,16 @@ def text_perplexities(
             for t in result.texts
         ]
 
-    return _both(loaded, with_adapter, measure)
+    return _by_column(loaded, columns, measure)
 
 
 def choice_likelihoods(
-    loaded: LoadedModel, cases: Sequence[Case], *, with_adapter: bool, prompts: Sequence[str] | None = None
-) -> Sides:
+    loaded: LoadedModel,
+    cases: Sequence[Case],
+    *,
+    columns: Sequence[str],
+    prompts: Sequence[str] | None = None,
+) -> Columns:
     """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches.
 
     `prompts`: each row's prompt when it is not the one build_prompt makes (cut to fit the context)."""
@@ -112,19 +115,19 @@ def choice_likelihoods(
             )
         return out
 
-    return _both(loaded, with_adapter, measure)
+    return _by_column(loaded, columns, measure)
 
 
 def judge_runs(
     judge: LoadedModel,
     name: str,
     cases: Sequence[Case],
-    outputs: Sequence[tuple[str | None, str | None]],
+    outputs: Sequence[Mapping[str, str]],
     *,
     batch_size: int,
     context_overflow: str = "error",
-) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None] | None], dict[int, str]]:
-    """Per llm_judge row, for its base and adapter outputs: the judge's `runs` sampled grades.
+) -> tuple[list[dict[str, dict[str, Any]] | None], dict[int, str]]:
+    """Per llm_judge row, for each column's output (column -> text): the judge's `runs` sampled grades.
 
     Run r of a row uses seed `seed + r`, each prompt its own generator (generation.Sampling), and every
     request of the chunk is generated in shared batches, grouped by temperature. A request longer than the
@@ -144,9 +147,7 @@ def judge_runs(
     limits: list[int] = []
     for index, (case, sides) in enumerate(zip(cases, outputs, strict=True)):
         config = case.evaluation_config
-        for side, text in zip(("base", "adapter"), sides, strict=True):
-            if text is None:
-                continue
+        for side, text in sides.items():
             limit = int(llm_judge.option(config, "judge_max_new_tokens"))
 
             def render(given: str, case: Case = case, config: Any = config, text: str = text) -> str:
@@ -203,7 +204,7 @@ def judge_runs(
         return out
 
     return [
-        None if i in errors else (graded(i, "base"), graded(i, "adapter") if (i, "adapter") in runs else None)
+        None if i in errors else {side: graded(i, side) for side in outputs[i] if (i, side) in runs}
         for i in range(len(cases))
     ], errors
 
@@ -213,12 +214,12 @@ def fluency(
     references: Sequence[str],
     outputs: Sequence[str | None],
     *,
-    adapter: bool,
+    column: str | None,
     scorer_name: str,
 ) -> list[FluencyRecord]:
     """Per row: NLL, tokens and characters of the output and of the reference under `scorer`.
 
-    `adapter` turns the scorer's adapter on (an adapter measuring its own outputs) or off.
+    `column`: the scorer's adapter to turn on (an adapter measuring its own outputs), None for none.
     """
     from pytest_llmeval.perplexity import perplexity
 
@@ -226,7 +227,7 @@ def fluency(
     texts = sorted({t for t in [*references, *outputs] if t and t.strip()})
     measured: dict[str, dict[str, Any]] = {}
     if texts:
-        with scorer.adapter_enabled(adapter):
+        with scorer.active(column):
             result = perplexity(scorer.model, scorer.tokenizer, texts)
         for t in result.texts:
             measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}

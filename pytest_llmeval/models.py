@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,11 +57,41 @@ class ModelSpec:
     """What the user asked for on the command line."""
 
     base_model: str | None = None  # --base-model; None: the adapter's base if offline, else embedded
-    adapter: Path | None = None  # --adapter
+    adapter: Path | None = None  # --adapter (the first one when it is given several times)
+    more_adapters: tuple[Path, ...] = ()  # --adapter given again: loaded onto the same base weights
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     threads: int | None = None  # CPU threads for torch; None leaves torch's default
     worker: int | None = None  # xdist worker number (gw3 -> 3): picks the GPU under --llmeval-device auto
+
+    @property
+    def adapters(self) -> tuple[Path, ...]:
+        """Every --adapter, in the order given."""
+        return () if self.adapter is None else (self.adapter, *self.more_adapters)
+
+
+def adapter_sides(adapters: Sequence[Path]) -> dict[str, Path]:
+    """Each adapter's column name (records.RowRecord `models` key) -> its folder.
+
+    One adapter keeps the column `adapter` (what every single-adapter results.json has said); with several,
+    each is named by its metadata.json name, else its folder name, and two with one name are an error.
+    """
+    from pytest_llmeval.records import ADAPTER, BASE
+
+    if len(adapters) == 1:
+        return {ADAPTER: adapters[0]}
+    sides: dict[str, Path] = {}
+    for path in adapters:
+        name = str(adapter_metadata(path)["name"])
+        if name in sides:
+            raise ModelError(
+                f"--adapter {sides[name]} and --adapter {path} are both named '{name}': rename one "
+                "(metadata.json 'name', else the folder name) so each column of the results has its own"
+            )
+        if name in (BASE, ADAPTER) or not name.strip():
+            raise ModelError(f"--adapter {path}: the name '{name}' is reserved; rename it in metadata.json")
+        sides[name] = path
+    return sides
 
 
 @dataclass(frozen=True)
@@ -307,13 +337,16 @@ def check_adapter_fits(adapter: Path, base_path: str) -> None:
         )
 
 
-def preflight(spec: ModelSpec) -> ResolvedBase:
-    """Every check that can stop a run before any test: adapter folder, base offline, architecture fit."""
-    if spec.adapter is not None:
-        adapter_config(spec.adapter)
-    base = resolve_base(spec)
-    if spec.adapter is not None:
-        check_adapter_fits(spec.adapter, base.path)
+def preflight(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:
+    """Every check that can stop a run before any test: adapter folder, base offline, architecture fit.
+
+    `option` names spec.base_model in messages (resolve_base)."""
+    for adapter in spec.adapters:
+        adapter_config(adapter)
+    adapter_sides(spec.adapters)
+    base = resolve_base(spec, option)
+    for adapter in spec.adapters:
+        check_adapter_fits(adapter, base.path)
     return base
 
 
@@ -364,28 +397,42 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     base: ResolvedBase
-    adapter: Path | None
+    adapter: Path | None  # the first adapter
     adapter_meta: dict[str, Any] | None
+    # Every adapter loaded onto these weights, by column name (adapter_sides); peft knows each by that name.
+    adapters: dict[str, Path] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def adapter_enabled(self, enabled: bool) -> Iterator[None]:
-        """Run the block with the adapter on or off (peft's disable_adapter: same weights, no copy)."""
-        if self.adapter is None or enabled:
+        """The block with the (first) adapter on or off (peft's disable_adapter: same weights, no copy)."""
+        with self.active(next(iter(self.adapters)) if enabled and self.adapters else None):
             yield
-        else:
+
+    @contextlib.contextmanager
+    def active(self, side: str | None) -> Iterator[None]:
+        """Run the block as one column: an adapter by name (peft's set_adapter), or None for the bare base
+        (disable_adapter). A model loaded without adapters is itself whatever the column."""
+        if not self.adapters:
+            yield
+        elif side is None or side not in self.adapters:
             with self.model.disable_adapter():  # type: ignore[operator]
                 yield
+        else:
+            model: Any = self.model  # a PeftModel
+            if model.active_adapter != side:
+                model.set_adapter(side)
+            yield
 
 
-def load(spec: ModelSpec) -> LoadedModel:
-    """Load base (and adapter) once, on the chosen device and dtype, in eval mode."""
+def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
+    """Load base (and adapters) once, on the chosen device and dtype, in eval mode (`option`: preflight)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
     hf_logging.disable_progress_bar()
-    base = preflight(spec)
+    base = preflight(spec, option)
     device = resolve_device(spec.device, worker=spec.worker)
     dtype = resolve_dtype(spec.dtype, device)
     if spec.threads is not None:
@@ -398,14 +445,21 @@ def load(spec: ModelSpec) -> LoadedModel:
     model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)
     model.to(device)
     adapter_meta = None
-    if spec.adapter is not None:
+    sides = adapter_sides(spec.adapters)
+    for name, path in sides.items():
         from peft import PeftModel
 
+        # Several adapters: each is loaded under its column name onto the one PeftModel (one copy of the
+        # base weights, a few MB per adapter); set_adapter picks which one a forward pass uses.
         try:
-            model = PeftModel.from_pretrained(model, str(spec.adapter), is_trainable=False)
+            if isinstance(model, PeftModel):
+                model.load_adapter(str(path), adapter_name=name, is_trainable=False)
+            else:
+                model = PeftModel.from_pretrained(model, str(path), adapter_name=name, is_trainable=False)
         except (ValueError, RuntimeError, KeyError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelError(f"adapter {spec.adapter} does not load onto {base.name}: {first}") from None
+            raise ModelError(f"adapter {path} does not load onto {base.name}: {first}") from None
+    if spec.adapter is not None:
         adapter_meta = adapter_metadata(spec.adapter)
     model.eval()
     torch.set_grad_enabled(False)
@@ -417,22 +471,32 @@ def load(spec: ModelSpec) -> LoadedModel:
         base=base,
         adapter=spec.adapter,
         adapter_meta=adapter_meta,
+        adapters=sides,
     )
 
 
 class LLM:
-    """What the `llm` and `llm_base` fixtures return: one view (adapter on or off) of shared weights."""
+    """What the `llm`, `llm_base` and `llm_models` fixtures hold: one view of loaded weights, an adapter on
+    (`adapter` True: the first; a column name: that one) or off."""
 
-    def __init__(self, loaded: LoadedModel, *, adapter: bool, max_new_tokens: int, batch_size: int) -> None:
+    def __init__(
+        self, loaded: LoadedModel, *, adapter: bool | str, max_new_tokens: int, batch_size: int
+    ) -> None:
         self.loaded = loaded
-        self.adapter = adapter and loaded.adapter is not None
+        if isinstance(adapter, str):
+            if adapter not in loaded.adapters:
+                raise ValueError(f"no adapter '{adapter}' is loaded (loaded: {', '.join(loaded.adapters)})")
+            self.side: str | None = adapter
+        else:
+            self.side = next(iter(loaded.adapters)) if adapter and loaded.adapters else None
+        self.adapter = self.side is not None
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
 
     @property
     def name(self) -> str:
-        if self.adapter and self.loaded.adapter_meta is not None:
-            return f"{self.loaded.base.name} + {self.loaded.adapter_meta['name']}"
+        if self.side is not None:
+            return f"{self.loaded.base.name} + {adapter_metadata(self.loaded.adapters[self.side])['name']}"
         return self.loaded.base.name
 
     def __repr__(self) -> str:
@@ -449,7 +513,7 @@ class LLM:
         from pytest_llmeval.generation import build_prompt, generate
 
         texts = [build_prompt(self.loaded.tokenizer, p) if chat else p for p in prompts]
-        with self.loaded.adapter_enabled(self.adapter):
+        with self.loaded.active(self.side):
             return generate(
                 self.loaded.model,
                 self.loaded.tokenizer,
@@ -471,7 +535,7 @@ class LLM:
         """Token-weighted sliding-window perplexity of these texts (pytest_llmeval.perplexity)."""
         from pytest_llmeval.perplexity import perplexity
 
-        with self.loaded.adapter_enabled(self.adapter):
+        with self.loaded.active(self.side):
             return perplexity(
                 self.loaded.model,
                 self.loaded.tokenizer,

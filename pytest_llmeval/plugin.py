@@ -29,9 +29,17 @@ from pytest_llmeval.inputs import (
     option_path_values,
 )
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
-from pytest_llmeval.models import LLM, ModelError, ModelSpec, adapter_metadata, find_training_file
+from pytest_llmeval.models import (
+    LLM,
+    ModelError,
+    ModelSpec,
+    adapter_metadata,
+    adapter_sides,
+    find_training_file,
+)
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BenchmarkInfo
+from pytest_llmeval.roster import Roster, RosterError, build_roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
 
@@ -84,9 +92,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--adapter",
         type=_path,
+        action="append",
         default=None,
         metavar="PATH",
-        help="peft adapter folder to evaluate against its base model (without it: the base model alone)",
+        help="peft adapter folder to evaluate against its base model (without it: the base model alone). "
+        "Repeatable: several adapters on one base, one column each, the base generated once",
+    )
+    group.addoption(
+        "--llmeval-model",
+        action="append",
+        default=[],
+        metavar="NAME=PATH_OR_ID",
+        help="another full model (a full fine-tune, another base) as one more column of the same rows, "
+        "compared with the base and with each adapter. Repeatable",
+    )
+    group.addoption(
+        "--llmeval-reference",
+        default=None,
+        metavar="NAME",
+        help="mark one --llmeval-model as the reference (an upper bound): reported beside the others, "
+        "never gated nor tested",
+    )
+    group.addoption(
+        "--llmeval-gate-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="gate an --llmeval-model against the base like an adapter (better_than_base on its "
+        "--llmeval-domain NAME=GLOB files, no_degradation elsewhere). Repeatable",
+    )
+    group.addoption(
+        "--llmeval-adjust",
+        choices=("holm", "none"),
+        default="holm",
+        help="adjust the p-values of a run's family of comparisons (default holm: Holm's step-down); "
+        "none: each comparison at alpha on its own",
     )
     group.addoption(
         "--base-model",
@@ -166,7 +206,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="GLOB",
         help="benchmark files in the adapter's domain (better_than_base); the rest get no_degradation. "
-        "Repeatable. Also: files under the adapter folder, and metadata.json's domain_benchmarks",
+        "Repeatable. Also: files under the adapter folder, and metadata.json's domain_benchmarks. "
+        "NAME=GLOB: in the domain of the column NAME (one of several adapters, a gated model)",
     )
     group.addoption(
         "--llmeval-train-data",
@@ -345,9 +386,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # large as the machine) fight over the same cores and every worker runs slower than one alone.
         workers = int(config.workerinput.get("workercount", 1))  # type: ignore[attr-defined]
         threads = max(1, (os.cpu_count() or 1) // workers)
+    adapters: list[Path] = list(config.option.adapter or [])
+    first = adapters[0] if adapters else None
     spec = ModelSpec(
         base_model=config.option.base_model,
-        adapter=config.option.adapter,
+        adapter=first,
+        more_adapters=tuple(adapters[1:]),
         device=config.option.llmeval_device,
         dtype=config.option.llmeval_dtype,
         threads=threads,
@@ -360,9 +404,10 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
         )
     # Resolved once here, not per collected file: the adapter's declared domain and its training file.
-    domain_globs = list(opt.llmeval_domain)
-    if opt.adapter is not None and opt.adapter.is_dir():
-        domain_globs += adapter_metadata(opt.adapter).get("domain_benchmarks", [])
+    roster = _roster(config, adapters)
+    domain_globs = [g for g in opt.llmeval_domain if "=" not in g]
+    if first is not None and first.is_dir():
+        domain_globs += adapter_metadata(first).get("domain_benchmarks", [])
     gate_options = GateOptions(
         mode=opt.llmeval_gate,
         alpha=opt.llmeval_alpha,
@@ -371,13 +416,13 @@ def pytest_configure(config: pytest.Config) -> None:
         min_rows=opt.llmeval_min_rows,
         min_edge=opt.llmeval_min_edge_cases,
         domain_globs=tuple(domain_globs),
-        train_data=opt.llmeval_train_data or find_training_file(opt.adapter),
+        train_data=opt.llmeval_train_data or find_training_file(first),
     )
-    model_given = opt.adapter is not None or opt.base_model is not None
+    model_given = opt.adapter is not None or opt.base_model is not None or bool(opt.llmeval_model)
     if opt.llmeval_predictions is not None and model_given:
         raise pytest.UsageError(
             "--llmeval-predictions scores saved outputs and loads no model: "
-            "leave out --adapter and --base-model"
+            "leave out --adapter, --base-model and --llmeval-model"
         )
     if opt.llmeval_predictions is not None and (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
         raise pytest.UsageError(
@@ -400,6 +445,8 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_dir=_generation_cache_dir(config),
         context_overflow=opt.llmeval_context_overflow,
         token_budget=opt.llmeval_token_budget,
+        roster=roster,
+        adjust=opt.llmeval_adjust,
     )
     baselines = _baselines(config)
     store = RowStore()
@@ -413,7 +460,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _is_worker(config):
         _check_training_data(config, run)
         recorder = Recorder(
-            alpha=gate_options.alpha, composite_weights=options.composite_weights, baselines=baselines
+            alpha=gate_options.alpha,
+            composite_weights=options.composite_weights,
+            baselines=baselines,
+            adjust=options.adjust,
         )
         config.stash[RECORDER_KEY] = recorder
         config.pluginmanager.register(_RecordSink(recorder, store, config), "llmeval-records")
@@ -437,7 +487,28 @@ PATH_OPTIONS = (
     "--llmeval-predictions",
     "--llmeval-ppl-model",
     "--llmeval-judge-model",
+    "--llmeval-model",
 )
+
+
+def _roster(config: pytest.Config, adapters: Sequence[Path]) -> Roster:
+    """The columns beside the base, from --adapter (each), --llmeval-model, -reference, -gate-model."""
+    opt = config.option
+    try:
+        sides = adapter_sides(adapters) if all(a.is_dir() for a in adapters) else {}
+        named = {
+            side: (path, str((meta := adapter_metadata(path))["name"]), meta.get("domain_benchmarks", []))
+            for side, path in sides.items()
+        }
+        return build_roster(
+            adapters=named,
+            models=opt.llmeval_model,
+            reference=opt.llmeval_reference,
+            gate_models=opt.llmeval_gate_model,
+            domain=opt.llmeval_domain,
+        )
+    except (RosterError, ModelError) as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
 
 
 def _check_before_the_run(config: pytest.Config) -> None:
@@ -500,7 +571,7 @@ def _check_outputs(config: pytest.Config) -> None:
             check_output_file(config.invocation_params.dir / opt.llmeval_html, "--llmeval-html")
         if opt.llmeval_cache_dir is not None and not opt.llmeval_no_cache:
             check_output_folder(config.invocation_params.dir / opt.llmeval_cache_dir, "--llmeval-cache-dir")
-        if opt.llmeval_predictions is None and opt.adapter is None and opt.base_model is None:
+        if opt.llmeval_predictions is None and not opt.adapter and opt.base_model is None:
             # The embedded default, converted on first use by the process that loads it. (A named model is
             # resolved at session start, which converts the embedded one if it is that.)
             from pytest_llmeval.models import check_embedded_cache
@@ -641,6 +712,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     for option, name in (
         ("--llmeval-judge-model", run.options.judge_model),
         ("--llmeval-ppl-model", run.options.ppl_model),
+        *((f"--llmeval-model {m.name}", m.source) for m in run.options.roster.models),
     ):
         if name is not None:
             checks.append((option, ModelSpec(base_model=name)))
@@ -664,7 +736,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
         return None
     # The adapter's training data and the saved predictions are JSONL too, but they are not benchmarks.
     options = parent.config.stash[EVALUATOR_KEY].options
-    for other in (options.gate_options.train_data, options.predictions):
+    # Every adapter's training file is data, not a benchmark, whichever adapter the held_out gate reads.
+    training = [find_training_file(a) for a in options.spec.adapters]
+    for other in (options.gate_options.train_data, options.predictions, *training):
         if other is not None and other.resolve() == file_path.resolve():
             return None
     return BenchmarkFile.from_parent(parent, path=file_path)
@@ -746,6 +820,16 @@ def llm(pytestconfig: pytest.Config) -> LLM:
 def llm_base(pytestconfig: pytest.Config) -> LLM:
     """The base model: same weights as `llm`, adapter disabled."""
     return _handle(pytestconfig, adapter=False)
+
+
+@pytest.fixture(scope="session")
+def llm_models(pytestconfig: pytest.Config) -> dict[str, LLM]:
+    """Every column of the run by name (`base`, each adapter, each --llmeval-model), each with the
+    `generate` and `perplexity` of `llm`; adapters share the base's weights."""
+    try:
+        return pytestconfig.stash[EVALUATOR_KEY].llm_models()
+    except ModelError as exc:
+        pytest.fail(f"llmeval: {exc}", pytrace=False)
 
 
 def _handle(config: pytest.Config, *, adapter: bool) -> LLM:
@@ -873,6 +957,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     failures: list[str] = []
     written = _write_or_fallback(path, document_text(document), "results.json", failures)
     config.stash[_DOCUMENT_KEY] = (written, document)
+    # Several columns: each adapter's own LocoLLM document beside results.json (results.<name>.json).
+    for name, own in recorder.adapter_documents(reasons=reasons, identity=run.identity()).items():
+        beside = path.with_name(f"{path.stem}.{name}{path.suffix}")
+        _write_or_fallback(beside, document_text(own), f"adapter {name}'s results", failures)
     if not config.option.llmeval_no_history:
         # Written once, here on the controller (workers return above): results.json is the latest run,
         # the history keeps every run.

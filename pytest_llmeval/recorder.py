@@ -15,7 +15,7 @@ from typing import Any
 from pytest_llmeval.cache import CacheStats
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.records import GateRecord, RowRecord
-from pytest_llmeval.results import build_results
+from pytest_llmeval.results import adapter_documents, build_results
 
 
 @dataclass
@@ -25,6 +25,7 @@ class Recorder:
     alpha: float
     composite_weights: dict[str, float] | None
     baselines: Baselines  # earlier runs, for comparison_with_previous
+    adjust: str = "holm"  # --llmeval-adjust
     records: dict[str, RowRecord] = field(default_factory=dict)  # node id -> record
     gates: dict[str, GateRecord] = field(default_factory=dict)  # node id -> verdict
     expected_rows: int | None = None  # rows collected (under xdist: from a worker's collection)
@@ -84,23 +85,30 @@ class Recorder:
             meta["inference_config"] = {**meta["inference_config"], "cache": {**caches[0], **total.to_json()}}
         return meta
 
-    def document(self, *, reasons: Sequence[str], identity: Identity) -> dict[str, Any]:
-        """The results.json document of everything recorded; `identity` picks baselines in the history."""
+    def _options(self, reasons: Sequence[str], identity: Identity) -> dict[str, Any]:
         reasons = [*reasons, *self.incomplete_reasons()]
-        meta = self.meta()
-        document = build_results(
-            self.records.values(),
-            gates=self.gates.values(),
-            previous=(
+        return {
+            "gates": self.gates.values(),
+            "previous": (
                 (lambda benchmark: self.baselines.for_benchmark(benchmark, identity))
                 if self.baselines.available
                 else None
             ),
-            alpha=self.alpha,
-            composite_weights=self.composite_weights,
-            meta=meta,
-            complete=not reasons,
-            incomplete_reason="; ".join(reasons) or None,
+            "alpha": self.alpha,
+            "composite_weights": self.composite_weights,
+            "complete": not reasons,
+            "incomplete_reason": "; ".join(reasons) or None,
+        }
+
+    def adapter_documents(self, *, reasons: Sequence[str], identity: Identity) -> dict[str, dict[str, Any]]:
+        """Each adapter's own LocoLLM document of a run with several columns (results.adapter_documents)."""
+        return adapter_documents(self.records.values(), meta=self.meta(), **self._options(reasons, identity))
+
+    def document(self, *, reasons: Sequence[str], identity: Identity) -> dict[str, Any]:
+        """The results.json document of everything recorded; `identity` picks baselines in the history."""
+        meta = self.meta()
+        document = build_results(
+            self.records.values(), meta=meta, adjust=self.adjust, **self._options(reasons, identity)
         )
         if meta.get("predictions_file") is not None:
             document["predictions"] = {

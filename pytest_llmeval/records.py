@@ -21,13 +21,18 @@ ADAPTER = "adapter"
 Domain = Literal["in", "out"]
 
 
-class BenchmarkInfo(TypedDict):
-    """What collection knew of a row's benchmark file."""
-
+class _BenchmarkInfo(TypedDict):
     name: str  # its path from the rootdir (else absolute): results.json's benchmark_file
     sha256: str  # "sha256:<hex>" of the file's bytes, as read at collection
-    domain: Domain | None  # None when no adapter is evaluated (there is no domain to be in)
+    domain: Domain | None  # the evaluated column's; None when no adapter is evaluated (no domain to be in)
     n_rows: int  # valid rows in the file (before -k/-m selection)
+
+
+class BenchmarkInfo(_BenchmarkInfo, total=False):
+    """What collection knew of a row's benchmark file."""
+
+    # Each gated column's domain (several adapters, --llmeval-gate-model): column -> in or out.
+    domains: dict[str, Domain]
 
 
 class FluencyRecord(TypedDict):
@@ -82,6 +87,7 @@ class GateRecord(TypedDict):
     # The paired comparison the gate decided on (stats.PairedComparison.to_json()), when it compared rows:
     # results.json keeps it once, as the benchmark's `statistics`, instead of computing it again.
     statistics: dict[str, Any] | None
+    model: str | None  # the column a model gate compared with the base; None: the run's only one, or none
 
 
 def row_record(
@@ -117,7 +123,10 @@ def row_record(
 
 
 def gate_record(
-    benchmark: BenchmarkInfo, verdict: Mapping[str, Any], statistics: Mapping[str, Any] | None = None
+    benchmark: BenchmarkInfo,
+    verdict: Mapping[str, Any],
+    statistics: Mapping[str, Any] | None = None,
+    model: str | None = None,
 ) -> GateRecord:
     """The one constructor of a gate record, from gates.Verdict.to_json()."""
     return {
@@ -128,6 +137,7 @@ def gate_record(
         "message": str(verdict["message"]),
         "details": dict(verdict["details"]),
         "statistics": None if statistics is None else dict(statistics),
+        "model": model,
     }
 
 

@@ -48,36 +48,42 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def paired_scores(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
-    """Adapter and base scores of the rows that have both (rows whose scorer failed are left out)."""
+def paired_scores(
+    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
+) -> tuple[list[float], list[float]]:
+    """Scores of two columns (the adapter and the base) on the rows that have both (rows whose scorer
+    failed are left out)."""
     adapter: list[float] = []
     base: list[float] = []
     for record in records:
-        a, b = score_value(record, ADAPTER), score_value(record, BASE)
+        a, b = score_value(record, column), score_value(record, against)
         if a is not None and b is not None:
             adapter.append(a)
             base.append(b)
     return adapter, base
 
 
-def comparison_values(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float], bool, str]:
-    """(adapter values, base values, bounded, measure) that gates and statistics compare, row by row.
+def comparison_values(
+    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
+) -> tuple[list[float], list[float], bool, str]:
+    """(adapter values, base values, bounded, measure) that gates and statistics compare, row by row
+    (`column` against `against`: another pair of columns of the same rows).
 
     Scores in [0, 1] as a rule. A benchmark of perplexity rows compares per-text negative cross-entropy
     (nats per token; higher is better) instead of pass/fail against the bound, which would throw away how
     much each text moved: a drop of 0.05 in it is a 5% rise in perplexity (e^0.05 = 1.051).
     """
-    scored = [r for r in records if score(r, BASE) is not None]
+    scored = [r for r in records if score(r, against) is not None]
     if scored and all(r["evaluation_type"] == "perplexity" for r in scored):
         adapter: list[float] = []
         base: list[float] = []
         for r in scored:
-            a, b = score(r, ADAPTER), score(r, BASE)
+            a, b = score(r, column), score(r, against)
             if a is not None and b is not None:
                 adapter.append(-float(a["cross_entropy"]))
                 base.append(-float(b["cross_entropy"]))
         return adapter, base, False, CROSS_ENTROPY_MEASURE
-    adapter, base = paired_scores(records)
+    adapter, base = paired_scores(records, column, against)
     return adapter, base, True, SCORE_MEASURE
 
 
@@ -424,6 +430,83 @@ def out_of_domain_figure(
     }
 
 
+def kinds_of(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, str]:
+    """Every column beside the base -> its kind, from meta's `models` (roster.Roster.to_json), else from
+    the records: a column some row is evaluated by is an adapter, any other a model."""
+    listed = meta.get("models")
+    if isinstance(listed, list) and listed:
+        return {str(m["column"]): str(m["kind"]) for m in listed if m.get("kind") != "base"}
+    evaluated = {str(r["evaluated"]) for r in records}
+    kinds: dict[str, str] = {}
+    for record in records:
+        for column in record["models"]:
+            if column != BASE and column not in kinds:
+                kinds[column] = "adapter" if column in evaluated or column == ADAPTER else "model"
+    return kinds
+
+
+def project(record: RowRecord, column: str) -> RowRecord:
+    """A row as a run of `column` alone against the base would have recorded it: its side is `adapter`,
+    it is the evaluated one, and the benchmark's domain is its domain (one adapter's LocoLLM document)."""
+    models = record["models"]
+    sides = {BASE: models[BASE]} if BASE in models else {}
+    if column in models:
+        sides[ADAPTER] = models[column]
+    info: BenchmarkInfo = {
+        **record["benchmark"],
+        "domain": (record["benchmark"].get("domains") or {}).get(column),
+    }
+    found = score(record, column)
+    passed = bool(found["passed"]) if found is not None and "passed" in found else record["passed"]
+    return {**record, "benchmark": info, "models": sides, "evaluated": ADAPTER, "passed": passed}
+
+
+def gate_key(gate: Mapping[str, Any]) -> str:
+    """A gate record's key in its benchmark's `gates`: the gate's name, with its column when it has one."""
+    return f"{gate['gate']}[{gate['model']}]" if gate.get("model") else str(gate["gate"])
+
+
+def interference_matrix(
+    by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
+    kinds: Mapping[str, str],
+    shown: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """Every column on every benchmark against the base, in each benchmark's comparison measure
+    (comparison_values): the diagonal (a column's own domain) is in-domain gain, the rest out-of-domain
+    change. `shown`: a column's name in reports, where it is not the column (a lone adapter's `adapter`).
+    None without a column beside the base."""
+    if not kinds or not by_benchmark:
+        return None
+    names = sorted(by_benchmark)
+    measures: list[str] = []
+    base: list[float | None] = []
+    for name in names:
+        values, _, _, measure = comparison_values(by_benchmark[name], BASE, BASE)
+        measures.append(measure)
+        base.append(math.fsum(values) / len(values) if values else None)
+    models = []
+    for column, kind in kinds.items():
+        entry: dict[str, Any] = {
+            "name": (shown or {}).get(column, column),  # what reports call the column
+            "column": column,
+            "kind": kind,
+            "values": [],
+            "change": [],
+            "domain": [],
+            "n": [],
+        }
+        for name in names:
+            rows = by_benchmark[name]
+            values, against, _, _ = comparison_values(rows, column, BASE)
+            mean = math.fsum(values) / len(values) if values else None
+            entry["values"].append(mean)
+            entry["change"].append(None if mean is None else mean - math.fsum(against) / len(against))
+            entry["domain"].append((rows[0]["benchmark"].get("domains") or {}).get(column) if rows else None)
+            entry["n"].append(len(values))
+        models.append(entry)
+    return {"benchmarks": names, "measures": measures, "base": base, "models": models}
+
+
 def build_results(
     records: Iterable[RowRecord],
     *,
@@ -435,10 +518,169 @@ def build_results(
     complete: bool,
     incomplete_reason: str | None = None,
     timestamp: datetime | None = None,
+    adjust: str = "holm",
 ) -> dict[str, Any]:
-    """The results.json document: the LocoLLM top level, then one entry per benchmark file with its rows."""
-    weights = DEFAULT_COMPOSITE_WEIGHTS if composite_weights is None else composite_weights
+    """The results.json document: the LocoLLM top level, then one entry per benchmark file with its rows.
+
+    Several columns (adapters, other models): the top level is the first adapter's LocoLLM document (each
+    adapter's own is adapter_documents'), its rows carry every column, and `models`, `comparisons` (with
+    Holm-adjusted p-values) and `matrix` describe them all."""
     ordered = sorted(records, key=lambda r: r["nodeid"])
+    gate_list = list(gates)
+    kinds = kinds_of(ordered, meta)
+    adapters = [c for c, k in kinds.items() if k == "adapter"]
+    several = len(kinds) > 1 or (bool(kinds) and not adapters)
+    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, timestamp)
+    by_benchmark: dict[str, list[RowRecord]] = {}
+    for record in ordered:
+        by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
+    if several and adapters:
+        primary = adapters[0]
+        own = _gates_of(gate_list, primary)
+        document = _build(
+            [project(r, primary) for r in ordered], own, {**meta, **_adapter_meta(meta, primary)}, common
+        )
+    else:
+        document = _build(ordered, gate_list, meta, common)
+    if several:
+        gates_of: dict[str, dict[str, Any]] = {}
+        for gate in sorted(gate_list, key=lambda g: (g["benchmark"]["name"], gate_key(g))):
+            gates_of.setdefault(gate["benchmark"]["name"], {})[gate_key(gate)] = {
+                k: v for k, v in gate.items() if k not in ("benchmark", "statistics")
+            }
+        for entry in document["benchmarks"]:
+            name = entry["benchmark_file"]
+            entry["rows"] = [_row(r) for r in by_benchmark.get(name, [])]
+            entry["gates"] = gates_of.get(name, {})
+        document["several_models"] = True
+        if adapters:
+            document["top_level"]["reason"] += f"; the top level is adapter {adapters[0]}'s document"
+    from pytest_llmeval import comparisons
+
+    planned = comparisons.plan(by_benchmark, kinds)
+    document["models"] = list(meta.get("models") or [])
+    document["adjustment"] = {
+        "method": adjust,
+        "families": {
+            comparisons.GATES_FAMILY: "each gated column against the base on its own domain "
+            "(better_than_base)",
+            comparisons.REPORTED_FAMILY: "every other comparison (out-of-domain changes, models against "
+            "adapters), adjusted among themselves",
+        },
+    }
+    document["comparisons"] = comparisons.compare(by_benchmark, planned, alpha=alpha, adjust=adjust)
+    # Each benchmark's significance_test (the top level's column against the base) with its adjusted p: the
+    # one its gate decided on, and the same when the gates did not run.
+    top_column = adapters[0] if adapters else None
+    for entry in document["benchmarks"]:
+        test = entry.get("significance_test")
+        if test is None or top_column is None:
+            continue
+        try:
+            found = comparisons.find(document["comparisons"], top_column, BASE, entry["benchmark_file"])
+        except KeyError:
+            continue
+        # Only onto the same comparison (a gate that decided on other rows keeps its own block as it is).
+        if found["p_value_adjusted"] is not None and found["p_value"] == test.get("p_value"):
+            test.update(
+                p_value_adjusted=found["p_value_adjusted"],
+                adjustment=adjust,
+                family=found["family"],
+                family_size=found["family_size"],
+            )
+    names = {str(m["column"]): str(m["name"]) for m in document["models"] if "column" in m}
+    document["matrix"] = interference_matrix(by_benchmark, kinds, names)
+    return document
+
+
+def _common(
+    previous: Previous,
+    alpha: float,
+    composite_weights: Mapping[str, float] | None,
+    complete: bool,
+    incomplete_reason: str | None,
+    timestamp: datetime | None,
+) -> dict[str, Any]:
+    """What every LocoLLM document of one run is built with (_build's `common`)."""
+    return {
+        "previous": previous,
+        "alpha": alpha,
+        "composite_weights": composite_weights,
+        "complete": complete,
+        "incomplete_reason": incomplete_reason,
+        "timestamp": timestamp,
+    }
+
+
+def _adapter_meta(meta: Mapping[str, Any], column: str) -> dict[str, Any]:
+    """meta's adapter fields for one adapter column (meta `models` holds each adapter's name, version and
+    folder)."""
+    for m in meta.get("models") or []:
+        if m.get("column") == column:
+            return {
+                "adapter_name": m.get("name"),
+                "adapter_version": m.get("version"),
+                "adapter": m.get("source"),
+            }
+    return {}
+
+
+def _gates_of(gates: Sequence[GateRecord], column: str) -> list[GateRecord]:
+    """One column's gate records, and the benchmark's own gates, as a run of that column alone keys them."""
+    out: list[GateRecord] = []
+    for gate in gates:
+        if gate.get("model") in (None, column):
+            copy: GateRecord = {**gate, "model": None}
+            out.append(copy)
+    return out
+
+
+def adapter_documents(
+    records: Iterable[RowRecord],
+    *,
+    meta: Mapping[str, Any],
+    gates: Iterable[GateRecord] = (),
+    previous: Previous = None,
+    alpha: float = 0.05,
+    composite_weights: Mapping[str, float] | None = None,
+    complete: bool,
+    incomplete_reason: str | None = None,
+    timestamp: datetime | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each adapter's own LocoLLM document (results.<name>.json) of a run with several columns: its rows
+    against the base and its gates, as a run of that adapter alone would have written them. Empty for a
+    run of one adapter and nothing else (results.json is its document)."""
+    ordered = sorted(records, key=lambda r: r["nodeid"])
+    gate_list = list(gates)
+    kinds = kinds_of(ordered, meta)
+    adapters = [c for c, k in kinds.items() if k == "adapter"]
+    if len(kinds) <= 1:
+        return {}
+    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, timestamp)
+    out: dict[str, dict[str, Any]] = {}
+    for column in adapters:
+        own = _gates_of(gate_list, column)
+        extra = _adapter_meta(meta, column)
+        document = _build([project(r, column) for r in ordered], own, {**meta, **extra}, common)
+        document["column"] = column
+        out[str(extra.get("adapter_name") or column)] = document
+    return out
+
+
+def _build(
+    ordered: Sequence[RowRecord],
+    gates: Iterable[GateRecord],
+    meta: Mapping[str, Any],
+    common: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One LocoLLM document of base and (at most) one adapter column."""
+    previous: Previous = common.get("previous")
+    alpha: float = common.get("alpha", 0.05)
+    composite_weights = common.get("composite_weights")
+    complete: bool = common["complete"]
+    incomplete_reason = common.get("incomplete_reason")
+    timestamp = common.get("timestamp")
+    weights = DEFAULT_COMPOSITE_WEIGHTS if composite_weights is None else composite_weights
     by_benchmark: dict[str, list[RowRecord]] = {}
     info: dict[str, BenchmarkInfo] = {}
     for record in ordered:

@@ -101,7 +101,14 @@ def test_comparison_gates_read_the_rows(
         "confidence_interval",
         "significant",
         "method",
+        # The gate decided on the p-value adjusted over the run's in-domain comparisons (one here).
+        "p_value_adjusted",
+        "adjustment",
+        "family",
+        "family_size",
     }
+    assert bench["significance_test"]["p_value_adjusted"] == 1.0
+    assert bench["significance_test"]["family_size"] == 1
     assert "McNemar" in bench["significance_test"]["method"]
     # The only benchmark is in-domain: the top level is its LocoLLM document, and nothing is out of domain.
     assert data["benchmark_file"] == "bench.jsonl" and data["out_of_domain"] is None

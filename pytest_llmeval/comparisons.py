@@ -1,0 +1,121 @@
+"""A run's comparisons between columns of the same rows, and the families their p-values are adjusted in.
+
+Every column beside the base is compared with the base on every benchmark, and every full model with every
+adapter (PEFT against SFT); the reference is reported beside them and tested in none. Two families:
+
+- `gates`: the comparisons whose p-value decides a gate: each gated column (adapters, --llmeval-gate-model)
+  against the base on the benchmarks of its domain (better_than_base);
+- `reported`: every other comparison. Out-of-domain changes are judged by the no_degradation thresholds
+  on the drop, not by a test, so they do not make an in-domain claim harder to pass.
+
+Within each family the p-values are adjusted with Holm's step-down method (stats.holm), unless the run asks
+for none. The gates and results.json compute the same family from the same records, with the same seeded
+bootstrap, so a gate's adjusted p is the one results.json reports.
+
+Pure: no pytest, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_llmeval.records import BASE, score
+
+GATES_FAMILY = "gates"
+REPORTED_FAMILY = "reported"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One comparison: `column` against `against` on the rows of `benchmark`."""
+
+    column: str
+    against: str
+    benchmark: str
+    family: str
+
+
+def plan(
+    records_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]], kinds: Mapping[str, str]
+) -> list[Planned]:
+    """The comparisons of a run, in a fixed order (benchmark by name, then columns in the run's order).
+
+    kinds: every column beside the base -> "adapter" | "model" | "reference", in the run's order. A column
+    is in the `gates` family on a benchmark whose record says it is in its domain (BenchmarkInfo
+    `domains`); a benchmark on which a column has no scored row is left out for it.
+    """
+    planned: list[Planned] = []
+    adapters = [c for c, k in kinds.items() if k == "adapter"]
+    for name in sorted(records_by_benchmark):
+        rows = records_by_benchmark[name]
+        if not rows:
+            continue
+        domains = rows[0]["benchmark"].get("domains") or {}
+        present = {c for c in kinds if any(score(r, c) is not None for r in rows)}
+        for column, kind in kinds.items():
+            if kind == "reference" or column not in present:
+                continue
+            family = GATES_FAMILY if domains.get(column) == "in" else REPORTED_FAMILY
+            planned.append(Planned(column, BASE, name, family))
+        for column, kind in kinds.items():
+            if kind != "model" or column not in present:
+                continue
+            for adapter in adapters:
+                if adapter in present:
+                    planned.append(Planned(column, adapter, name, REPORTED_FAMILY))
+    return planned
+
+
+def compare(
+    records_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
+    planned: Sequence[Planned],
+    *,
+    alpha: float,
+    adjust: str = "holm",
+) -> list[dict[str, Any]]:
+    """Each planned comparison as results.json's `comparisons` entry, with its p-value adjusted within its
+    family (`p_value_adjusted`; equal to `p_value` with adjust "none"). A comparison without paired rows
+    has no statistics and takes no place in its family."""
+    from pytest_llmeval.results import comparison_values
+    from pytest_llmeval.stats import compare_paired, holm
+
+    entries: list[dict[str, Any]] = []
+    for p in planned:
+        rows = sorted(records_by_benchmark[p.benchmark], key=lambda r: r["nodeid"])
+        values, against, bounded, measure = comparison_values(rows, p.column, p.against)
+        entry: dict[str, Any] = {
+            "model": p.column,
+            "against": p.against,
+            "benchmark": p.benchmark,
+            "family": p.family,
+            "measure": measure,
+            "statistics": None,
+            "p_value": None,
+            "p_value_adjusted": None,
+            "significant": None,
+        }
+        if values:
+            cmp = compare_paired(values, against, alpha=alpha, bounded=bounded)
+            entry.update(statistics=cmp.to_json(), p_value=cmp.p_value)
+        entries.append(entry)
+    for family in (GATES_FAMILY, REPORTED_FAMILY):
+        members = [e for e in entries if e["family"] == family and e["p_value"] is not None]
+        raw = [float(e["p_value"]) for e in members]
+        adjusted = holm(raw) if adjust == "holm" else raw
+        for e, value in zip(members, adjusted, strict=True):
+            e["p_value_adjusted"] = value
+            e["family_size"] = len(members)
+            e["significant"] = value < alpha
+    return entries
+
+
+def find(
+    entries: Sequence[Mapping[str, Any]], column: str, against: str, benchmark: str
+) -> Mapping[str, Any]:
+    """The entry of one comparison."""
+    for e in entries:
+        if (e["model"], e["against"], e["benchmark"]) == (column, against, benchmark):
+            return e
+    raise KeyError((column, against, benchmark))
