@@ -97,7 +97,31 @@ class Bad:
     env: tuple[tuple[str, str], ...] = ()  # environment of the run (pytester's folder is the working one)
 
 
+def _two_adapters_one_name(p: pytest.Pytester, m: Models) -> list[str]:
+    first, second = _copy(m.tiny_adapter, p.path / "first"), _copy(m.tiny_adapter, p.path / "second")
+    return [*model_args(m.tiny_model), f"--adapter={first}", f"--adapter={second}"]
+
+
 BAD_INPUTS = [
+    Bad(
+        "two-adapters-one-name",
+        "two --adapter folders with one name",
+        _two_adapters_one_name,
+        "--adapter */first and --adapter */second are both named 'tiny-adapter': rename one (metadata.json "
+        "'name', else the folder name) so each column of the results has its own",
+    ),
+    Bad(
+        "model-without-name",
+        "--llmeval-model without NAME=",
+        lambda p, m: [*model_args(m.tiny_model), "--llmeval-model=models/sft"],
+        "--llmeval-model: expected NAME=PATH_OR_ID, got 'models/sft'",
+    ),
+    Bad(
+        "reference-not-a-model",
+        "--llmeval-reference naming no --llmeval-model",
+        lambda p, m: [*model_args(m.tiny_model), "--llmeval-reference=gpt"],
+        "--llmeval-reference gpt: no --llmeval-model is named 'gpt' (models: none)",
+    ),
     Bad(
         "adapter-header-cut",
         "adapter weights cut short inside their header",

@@ -226,3 +226,121 @@ def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
     assert all(
         set(r["models"]["adapter"]["fluency"]) == {"scorer", "output", "reference"} for r in bench["rows"]
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The demo with both shipped adapters and a merged full model, in one run
+
+
+@pytest.fixture(scope="module")
+def merged_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """date-iso merged into the embedded base (peft's merge_and_unload), saved as a full model folder."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pytest_llmeval.models import embedded_model_dir
+
+    base_dir = embedded_model_dir()
+    folder = tmp_path_factory.mktemp("merged")
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    merged = PeftModel.from_pretrained(model, str(REPO / "adapters/date-iso")).merge_and_unload()
+    merged.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def demo_job(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]], merged_model: Path
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
+    """README's main job with both adapters, plus the merged model as a column, in main_job's cache."""
+    cache = Path(main_job[1]["inference_config"]["cache"]["dir"])
+    out = cache.parent / "demo" / "results.json"
+    cmd = [sys.executable, "-m", "pytest", "--adapter=adapters/date-iso", "--adapter=adapters/sentiment"]
+    cmd += [
+        f"--llmeval-model=merged={merged_model}",
+        "benchmarks/",
+        "-q",
+        "--tb=no",
+        "-p",
+        "no:cacheprovider",
+    ]
+    cmd += [f"--llmeval-results={out}", f"--llmeval-cache-dir={cache}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(out.read_text()), out
+
+
+def test_each_shipped_adapter_beats_the_base_on_its_own_domain(
+    demo_job: tuple[subprocess.CompletedProcess[str], dict[str, Any], Path],
+) -> None:
+    proc, doc, _ = demo_job
+    benches = by_file(doc)
+    dates, sentiment = benches["benchmarks/dates.jsonl"], benches["benchmarks/sentiment.jsonl"]
+    for bench, own, other in ((dates, "date-iso", "sentiment"), (sentiment, "sentiment", "date-iso")):
+        assert bench["gates"][f"better_than_base[{own}]"]["status"] == "pass", bench["gates"]
+        assert bench["gates"][f"no_degradation[{other}]"]["status"] == "pass", bench["gates"]
+        # Decided on the Holm-adjusted p over the two in-domain comparisons.
+        details = bench["gates"][f"better_than_base[{own}]"]["details"]
+        assert details["family_size"] == 2 and details["p_value_adjusted"] < 0.05
+    assert "interference matrix" in proc.stdout
+    matrix = doc["matrix"]
+    rows = {m["column"]: m for m in matrix["models"]}
+    assert set(rows) == {"date-iso", "sentiment", "merged"}
+    for column, name in (("date-iso", "benchmarks/dates.jsonl"), ("sentiment", "benchmarks/sentiment.jsonl")):
+        inside = matrix["benchmarks"].index(name)
+        assert rows[column]["domain"][inside] == "in" and rows[column]["change"][inside] > 0.1
+
+
+def test_each_adapter_has_its_own_locollm_document(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+    demo_job: tuple[subprocess.CompletedProcess[str], dict[str, Any], Path],
+) -> None:
+    _, _doc, path = demo_job
+    own = {
+        name: json.loads((path.parent / f"results.{name}.json").read_text())
+        for name in ("date-iso", "sentiment")
+    }
+    for name, document in own.items():
+        validate_locollm(document)
+        assert document["adapter_name"] == name
+    assert own["sentiment"]["benchmark_file"] == "benchmarks/sentiment.jsonl"
+    # date-iso's document of this run is the single-adapter run's, row for row (the same outputs).
+    alone, together = main_job[1], own["date-iso"]
+    for a, t in zip(alone["benchmarks"], together["benchmarks"], strict=True):
+        assert [r["models"] for r in a["rows"]] == [r["models"] for r in t["rows"]]
+        assert a["results"] == t["results"]
+
+
+def test_only_the_new_columns_were_generated(
+    demo_job: tuple[subprocess.CompletedProcess[str], dict[str, Any], Path],
+) -> None:
+    cache = demo_job[1]["inference_config"]["cache"]
+    # Base and date-iso come from main_job's cache (120 generated rows each); the sentiment adapter and
+    # the merged model (a full model: stored as a base side of its own weights) are generated.
+    assert cache["hits"] == {"base": 120, "adapter": 120}
+    assert cache["misses"] == {"base": 120, "adapter": 120}
+    fingerprints = {m["column"]: m["fingerprint"] for m in demo_job[1]["models"]}
+    assert len(set(fingerprints.values())) == 4
+
+
+def test_merged_model_matches_its_adapter(
+    demo_job: tuple[subprocess.CompletedProcess[str], dict[str, Any], Path],
+) -> None:
+    """W + B·A merged in float32 is not bit for bit the unmerged W·x + B·(A·x): the sums are rounded in
+    another order (differences ~1e-6 in the logits), and greedy decoding can flip where two tokens are
+    within that of each other. So: at most 2 of the 120 generated rows may differ, and the perplexity of
+    every Japanese text within 1e-4 relative."""
+    rows = [r for b in demo_job[1]["benchmarks"] for r in b["rows"]]
+    generated = [r for r in rows if r["models"]["date-iso"]["output"] is not None]
+    assert len(generated) == 120
+    differ = [
+        r["id"] for r in generated if r["models"]["merged"]["output"] != r["models"]["date-iso"]["output"]
+    ]
+    assert len(differ) <= 2, differ
+    measured = [r for r in rows if r["evaluation_type"] == "perplexity"]
+    assert len(measured) == 60
+    for r in measured:
+        merged, adapter = r["models"]["merged"]["score"], r["models"]["date-iso"]["score"]
+        assert merged["perplexity"] == pytest.approx(adapter["perplexity"], rel=1e-4)
