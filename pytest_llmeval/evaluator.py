@@ -382,8 +382,12 @@ class Evaluator:
 
             for other in [o for o in self._column_models if o not in self._kept_columns]:
                 released = self._column_models.pop(other)
-                _free_device_memory(released)
-                del released
+                on_cuda = released.device.type == "cuda"
+                del released  # the last reference: the weights go now, before the cache is emptied
+                if on_cuda:
+                    import torch
+
+                    torch.cuda.empty_cache()
             member = self.roster.member(side)
             spec = self.options.spec
             try:
@@ -675,8 +679,6 @@ class Evaluator:
                     if on is None
                     else f"{scorer.base.name} + {column} (the adapter itself)"
                 )
-                if column == ADAPTER:
-                    label = f"{scorer.base.name} + adapter (the adapter itself)"
             per_column[column] = fluency(scorer, references, texts, column=on, scorer_name=label)
         return [{c: measured[i] for c, measured in per_column.items()} for i in range(len(references))]
 
