@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/token_budget.py
 	$(BIN)/python bench/loglikelihood.py
+	$(BIN)/python bench/several_adapters.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

@@ -104,7 +104,6 @@ class TrainConfig:
     replay_max_new_tokens: int
     replay_loss: str
     replay_weight: float
-    length_group: int
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -144,14 +143,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1.0,
         help="kl only: weight of the replay rows' mean KL against the review rows' mean cross-entropy",
     )
-    parser.add_argument(
-        "--length-group", type=int, default=8, help="batches drawn together and grouped by length (1: off)"
-    )
     args = parser.parse_args(argv)
     if not 0 <= args.replay_per_batch < args.batch_size:
         parser.error("--replay-per-batch must be >= 0 and smaller than --batch-size")
-    if args.steps < 1 or args.rank < 1 or args.top_layers < 1 or args.length_group < 1:
-        parser.error("--steps, --rank, --top-layers and --length-group must be positive")
+    if args.steps < 1 or args.rank < 1 or args.top_layers < 1:
+        parser.error("--steps, --rank and --top-layers must be positive")
     return args
 
 
@@ -338,40 +334,6 @@ class Sampler:
         return out
 
 
-def grouped_batches(
-    task_stream: Sampler,
-    replay_stream: Sampler,
-    task_lengths: Sequence[int],
-    replay_lengths: Sequence[int],
-    *,
-    n_task: int,
-    n_replay: int,
-    steps: int,
-    group: int,
-    rng: random.Random,
-) -> list[tuple[list[int], list[int]]]:
-    """(task indices, replay indices) for every step, drawn `group` steps at a time and grouped by length.
-
-    A batch is padded to its longest row: drawn at random, a quarter of its positions were padding. Each
-    stream draws `group` batches' worth of rows at once (every row still seen once before any twice), sorts
-    them by token length and cuts them into batches; the k-th shortest task batch goes with the k-th shortest
-    replay batch, and the group's steps are shuffled, so the order is not short-to-long. group=1: plain
-    random batches.
-    """
-    steps_out: list[tuple[list[int], list[int]]] = []
-    while len(steps_out) < steps:
-        g = min(group, steps - len(steps_out))
-        tasks = sorted(task_stream.take(n_task * g), key=lambda i: task_lengths[i])
-        replays = sorted(replay_stream.take(n_replay * g), key=lambda i: replay_lengths[i])
-        chunk = [
-            (tasks[k * n_task : (k + 1) * n_task], replays[k * n_replay : (k + 1) * n_replay])
-            for k in range(g)
-        ]
-        rng.shuffle(chunk)
-        steps_out += chunk
-    return steps_out
-
-
 LOSS_DESCRIPTION = {
     "ce": "cross-entropy on answer tokens only; EOS after every label word and after replay answers where "
     "the base stopped; token-weighted mean over the batch",
@@ -447,7 +409,6 @@ def train(args: argparse.Namespace) -> None:
         replay_max_new_tokens=args.replay_max_new_tokens,
         replay_loss=args.replay_loss,
         replay_weight=args.replay_weight,
-        length_group=args.length_group,
     )
     started = time.perf_counter()
     # The same loader the plugin uses: fp32 on CPU, the embedded model, its tokenizer set up for batches.
@@ -482,24 +443,13 @@ def train(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     task_stream, replay_stream = Sampler(len(task), rng), Sampler(len(replay), rng)
-    plan = grouped_batches(
-        task_stream,
-        replay_stream,
-        [len(e.prompt_ids) + len(e.target_ids) for e in task],
-        [len(e.prompt_ids) + len(e.target_ids) for e in replay],
-        n_task=cfg.batch_size - cfg.replay_per_batch,
-        n_replay=cfg.replay_per_batch,
-        steps=cfg.steps,
-        group=cfg.length_group,
-        rng=rng,
-    )
     pad_id = int(tokenizer.pad_token_id)
 
     train_start = time.perf_counter()
     window: list[float] = []
     for step in range(cfg.steps):
-        task_ids, replay_ids = plan[step]
-        batch = [task[i] for i in task_ids] + [replay[i] for i in replay_ids]
+        batch = [task[i] for i in task_stream.take(cfg.batch_size - cfg.replay_per_batch)]
+        batch += [replay[i] for i in replay_stream.take(cfg.replay_per_batch)]
         inputs = collate(batch, pad_id)
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * lr_factor(step, warmup=cfg.warmup_steps, total=cfg.steps)
