@@ -223,6 +223,7 @@ class Evaluator:
     _cache_identity: ModelIdentity | None = None
     _column_identities: dict[str, ModelIdentity] = field(default_factory=dict)
     _fingerprints: dict[str, str | None] = field(default_factory=dict)  # models_meta(), per column
+    _models_meta: list[dict[str, Any]] | None = None  # models_meta(), once the model is loaded
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
     _identity: Identity | None = None  # identity(), worked out once (a hub id's lookup reads the disk)
@@ -1072,7 +1073,10 @@ class Evaluator:
 
     def models_meta(self) -> list[dict[str, Any]]:
         """results.json's `models`: every column with its kind, source, version and weights fingerprint
-        (cache.fingerprint_files of the files it loads; None until this process loaded them)."""
+        (cache.fingerprint_files of the files it loads; None until this process loaded them). Worked out
+        once the model is loaded: under xdist meta() runs for every row's report."""
+        if self._models_meta is not None:
+            return [dict(entry) for entry in self._models_meta]
         spec = self.options.spec
         base: dict[str, Any] = {"source": spec.base_model or "embedded:SmolLM2-135M-Instruct"}
         if self._loaded is not None:
@@ -1083,6 +1087,8 @@ class Evaluator:
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
+        if self._loaded is not None:
+            self._models_meta = [dict(entry) for entry in entries]
         return entries
 
     def _fingerprint(self, column: str) -> str | None:
