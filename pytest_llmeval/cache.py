@@ -250,10 +250,10 @@ def _version(dist: str) -> str:
         return "absent"
 
 
-def code_fingerprint() -> str:
-    """sha256 of the modules that turn weights and prompts into text (CODE_MODULES)."""
+def code_fingerprint(modules: Sequence[str] = CODE_MODULES) -> str:
+    """sha256 of the modules that turn weights (or a server's answers) and prompts into text."""
     package = Path(__file__).resolve().parent
-    return sha256_json([[name, _sha256_file(package / name)] for name in CODE_MODULES])
+    return sha256_json([[name, _sha256_file(package / name)] for name in modules])
 
 
 @dataclass(frozen=True)

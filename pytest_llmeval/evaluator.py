@@ -16,6 +16,7 @@ so a row is generated in the same batch with or without -n, and results.json is 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import platform
 import sys
@@ -37,6 +38,7 @@ from pytest_llmeval.cache import (
     identify,
     model_files,
 )
+from pytest_llmeval.endpoint import EndpointError, EndpointSettings, ServedModel
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata, resolve_base
@@ -96,6 +98,9 @@ class RunOptions:
     # one --adapter of spec, if any (Evaluator.roster builds its column).
     roster: Roster = field(default_factory=Roster)
     adjust: str = "holm"  # --llmeval-adjust: how a run's family of p-values is adjusted (holm | none)
+    # --llmeval-endpoint: every column (and the judge) is a model id served at these URLs; no weights here.
+    endpoint: EndpointSettings | None = None
+    quantization: str | None = None  # --llmeval-quantization: the served weights' format, when no server says
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,47 @@ def _predicts(prediction: Prediction, benchmark: str, row_id: str) -> bool:
     )
 
 
+class ServedLLM:
+    """The `llm` fixtures' handle on a column served at --llmeval-endpoint: `generate` as LLM's (greedy,
+    the row's prompt as the user message; chat=False sends it raw to /v1/completions), no perplexity."""
+
+    def __init__(self, run: Evaluator, column: str) -> None:
+        self.run = run
+        self.column = column
+        self.adapter = column != BASE
+        self.max_new_tokens = run.options.max_new_tokens
+
+    @property
+    def name(self) -> str:
+        return f"{self.run.served_id(self.column)} (served)"
+
+    def __repr__(self) -> str:
+        return f"<LLM {self.name}>"
+
+    def generate(
+        self, prompts: Sequence[str], *, max_new_tokens: int | None = None, chat: bool = True
+    ) -> list[str]:
+        """Greedy completions from the server; a request that fails after its retries raises RowError."""
+        from pytest_llmeval.endpoint import Request
+
+        model_id = self.run.served_id(self.column)
+        seed = 0 if self.run.served_models()[model_id].accepts_seed else None
+        limit = max_new_tokens or self.max_new_tokens
+        answers = self.run.endpoint().complete(
+            [Request(model=model_id, prompt=p, max_tokens=limit, chat=chat, seed=seed) for p in prompts]
+        )
+        failed = [a.error for a in answers if a.text is None]
+        if failed:
+            raise RowError(f"{model_id} at the endpoint: {len(failed)} of {len(answers)} failed: {failed[0]}")
+        return [str(a.text) for a in answers]
+
+    def perplexity(self, *args: Any, **kwargs: Any) -> Any:
+        raise RowError(
+            f"{self.name}: perplexity needs the model's log-likelihoods, which an OpenAI-compatible endpoint "
+            "does not return; measure it on the model's folder"
+        )
+
+
 @dataclass
 class Evaluator:
     """Everything one pytest process needs to evaluate rows and gates; kept in config.stash."""
@@ -225,6 +271,10 @@ class Evaluator:
     _fingerprints: dict[str, str | None] = field(default_factory=dict)  # models_meta(), per column
     _models_meta: list[dict[str, Any]] | None = None  # models_meta(), once the model is loaded
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
+    _endpoint: Any = None  # endpoint.Endpoint, built on first use (--llmeval-endpoint)
+    _served: dict[str, ServedModel] | None = None  # served model id -> what the probe found
+    _served_error: str | None = None  # the probe failed: every row that needs the endpoint fails with it
+    _served_at: str | None = None  # when the probe ran (UTC, ISO 8601): results.json's date of the models
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
     _identity: Identity | None = None  # identity(), worked out once (a hub id's lookup reads the disk)
     shipped_meta: dict[str, Any] | None = None  # xdist worker: the metadata last sent on a report
@@ -234,7 +284,7 @@ class Evaluator:
         if self.options.predictions is not None:
             # With saved predictions, `prediction` plays the adapter when `base_prediction` plays the base.
             return any(p.base_prediction is not None for p in self.predictions())
-        return self.options.spec.adapter is not None
+        return bool(self.roster.adapters)
 
     @property
     def roster(self) -> Roster:
@@ -273,6 +323,9 @@ class Evaluator:
             # meta(): `prediction` plays the adapter when there are base predictions, else the base model.
             return ("prediction", None) if self.has_adapter else (None, "prediction")
         spec = self.options.spec
+        if self.served:
+            adapters = self.roster.adapters
+            return (adapters[0].name, None) if adapters else (None, self.served_id(BASE))
         if spec.adapter is not None:
             return str(adapter_metadata(spec.adapter)["name"]), None
         try:
@@ -321,7 +374,11 @@ class Evaluator:
     def set_rows(self, rows: Sequence[RowRef]) -> None:
         """Record the collected rows (in collection order) and split them into generation chunks."""
         self.rows = {r.nodeid: r for r in rows}
-        keys = chunk_keys([r.nodeid for r in rows], self.options.batch_size, lambda n: n in self.rows)
+        size = self.options.batch_size
+        if self.served and self.options.endpoint is not None:
+            # A chunk's requests are in flight together: a chunk smaller than the concurrency idles it.
+            size = max(size, self.options.endpoint.concurrency)
+        keys = chunk_keys([r.nodeid for r in rows], size, lambda n: n in self.rows)
         self._chunks = {}
         for r in rows:
             self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)
@@ -345,9 +402,16 @@ class Evaluator:
                 raise
         return self._loaded
 
-    def llm(self, *, adapter: bool | str) -> LLM:
+    def llm(self, *, adapter: bool | str) -> LLM | ServedLLM:
         """A generation handle with an adapter on (True: the first; a column: that one) or off; every
-        adapter shares the one loaded model."""
+        adapter shares the one loaded model. Under --llmeval-endpoint, a handle on the served model."""
+        if self.served:
+            adapters = [m.side for m in self.roster.adapters]
+            if isinstance(adapter, str):
+                column = adapter
+            else:
+                column = adapters[0] if adapter and adapters else BASE
+            return ServedLLM(self, column)
         return LLM(
             self.loaded(),
             adapter=adapter,
@@ -355,12 +419,14 @@ class Evaluator:
             batch_size=self.options.batch_size,
         )
 
-    def llm_models(self) -> dict[str, LLM]:
+    def llm_models(self) -> dict[str, LLM | ServedLLM]:
         """A handle per column (the `llm_models` fixture): the base, each adapter, each full model.
 
         Full models are loaded here and kept for the fixture's users (hand-written tests call them at any
         time); the evaluator itself holds one full model at a time (_column_model)."""
-        handles = {BASE: self.llm(adapter=False)}
+        handles: dict[str, LLM | ServedLLM] = {BASE: self.llm(adapter=False)}
+        if self.served:
+            return handles | {m.side: ServedLLM(self, m.side) for m in self.roster.members}
         for member in self.roster.members:
             if member.kind == "adapter":
                 handles[member.side] = self.llm(adapter=member.side)
@@ -430,6 +496,12 @@ class Evaluator:
             return self._saved_output(nodeid)
         if nodeid in self.row_errors:
             raise RowError(self.row_errors[nodeid])
+        if self.served and spec.measure in ("perplexity", "choices"):
+            kind = self.rows[nodeid].case.evaluation_type
+            raise RowSkipped(
+                f"{kind} rows need the model's log-likelihood of given text, which an OpenAI-compatible "
+                "endpoint does not return (--llmeval-endpoint): run them on the model's folder"
+            )
         if nodeid not in self.outputs:
             chunk = [
                 n
@@ -440,15 +512,18 @@ class Evaluator:
             for n in chunk:
                 by_measure.setdefault(SCORERS[self.rows[n].case.evaluation_type].measure, []).append(n)
             generated = by_measure.get(None, []) + by_measure.get("judge", [])
-            if generated:
+            if generated and self.served:
+                self._generate_served(generated)
+                self._warm_embeddings([n for n in generated if n in self.outputs])
+            elif generated:
                 self._generate(generated)
                 # Rows whose generation failed (row_errors) have no outputs to embed or judge.
                 self._warm_embeddings([n for n in generated if n in self.outputs])
             if "judge" in by_measure:
                 self._judge([n for n in by_measure["judge"] if n in self.outputs])
-            if "perplexity" in by_measure:
+            if "perplexity" in by_measure and not self.served:
                 self._measure_perplexity(by_measure["perplexity"])
-            if "choices" in by_measure:
+            if "choices" in by_measure and not self.served:
                 self._measure_choices(by_measure["choices"])
         if nodeid in self.row_errors:
             raise RowError(self.row_errors[nodeid])
@@ -473,7 +548,7 @@ class Evaluator:
 
         own = loaded is None
         loaded = self.loaded() if loaded is None else loaded
-        context = context_length(loaded.model, loaded.tokenizer) or 2**62
+        context = context_length(loaded.config, loaded.tokenizer) or 2**62
         fitting: list[str] = []
         prompts: list[str] = []
         rooms: list[int] = []
@@ -596,6 +671,10 @@ class Evaluator:
                 return {}
             try:
                 return dict(zip(these, run(these), strict=True))
+            except ModelError as exc:  # the weights did not load (on the first cache miss): no row can run
+                for n in these:
+                    self.row_errors[n] = f"{self._where(n)}: {exc}"
+                return {}
             except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
                 why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
                 _free_device_memory(loaded)
@@ -643,6 +722,137 @@ class Evaluator:
             return None
         identity = self._column_identities[column]
         return cache, identity, "base" if identity.adapter is None else "adapter"
+
+    @property
+    def served(self) -> bool:
+        """Every column is a model served at --llmeval-endpoint: nothing is loaded here."""
+        return self.options.endpoint is not None and self.options.predictions is None
+
+    def served_id(self, column: str) -> str:
+        """The model id a column's requests name: --base-model for the base, else the column's source."""
+        if column == BASE:
+            return str(self.options.spec.base_model)
+        return self.roster.member(column).source
+
+    def served_ids(self) -> list[str]:
+        """Every model id the run sends requests to, each once: the columns', then the judge's."""
+        ids = [self.served_id(c) for c in self.columns()]
+        if self.options.judge_model is not None:
+            ids.append(self.options.judge_model)
+        return list(dict.fromkeys(ids))
+
+    def endpoint(self) -> Any:
+        """The endpoint.Endpoint of --llmeval-endpoint, built once."""
+        if self._endpoint is None:
+            from pytest_llmeval.endpoint import Endpoint
+
+            assert self.options.endpoint is not None
+            self._endpoint = Endpoint(self.options.endpoint)
+        return self._endpoint
+
+    def served_models(self) -> dict[str, ServedModel]:
+        """What the servers say of each model id (one tiny request each, once per process): an unreachable
+        URL or an unknown id raises EndpointError, and is remembered for every later row."""
+        if self._served_error is not None:
+            raise EndpointError(self._served_error)
+        if self._served is None:
+            import datetime
+
+            try:
+                self._served = self.endpoint().probe(self.served_ids())
+            except EndpointError as exc:
+                self._served_error = str(exc)
+                raise
+            self._served_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        return self._served
+
+    def _served_identity(self, model_id: str) -> ModelIdentity:
+        """A served model's identity in the generation cache: its id, what the server reports of it (model,
+        system_fingerprint, quantization), the seed sent, and this client's code. No URL: the same model
+        spread over several machines, or moved, is the same model."""
+        from pytest_llmeval.cache import code_fingerprint, sha256_json
+
+        served = self.served_models()[model_id]
+        return ModelIdentity(
+            base=sha256_json(
+                {
+                    "served_model": served.id,
+                    "reported_model": served.reported_model,
+                    "system_fingerprint": served.system_fingerprint,
+                    "quantization": self._quantization(served),
+                    "seed": 0 if served.accepts_seed else None,
+                }
+            ),
+            adapter=None,
+            tokenizer="as served",
+            dtype="as served",
+            device="endpoint",
+            software={"code": code_fingerprint(("endpoint.py", "generation.py"))},
+            batch_invariant=True,  # each request stands alone: no batch of ours shapes its output
+        )
+
+    def _quantization(self, served: ServedModel) -> str | None:
+        return served.quantization or self.options.quantization
+
+    def _generate_served(self, nodeids: list[str]) -> None:
+        """Generate a chunk's rows for every column at the endpoint, every column's requests in flight
+        together (--llmeval-concurrency). Each row's user message is what build_prompt wraps in the chat
+        template in-process; the server applies its own template. Outputs already in the generation cache
+        are served from it; a request that still fails after its retries is that row's error."""
+        from pytest_llmeval.cache import key_material
+        from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.generation import user_message
+
+        try:
+            served = self.served_models()
+        except EndpointError as exc:
+            for n in nodeids:
+                self.row_errors[n] = f"{self._where(n)}: {exc}"
+            return
+        if self.options.cache_dir is not None and self.cache is None:
+            from pytest_llmeval import models
+
+            index = FileIndex(models.cache_dir() / "file-hashes.json")
+            self.cache = GenerationCache(self.options.cache_dir, index=index)
+        cache = self.cache if self.options.cache_dir is not None else None
+        texts: dict[str, dict[str, str]] = {}
+        asked: list[tuple[str, str, dict[str, Any]]] = []  # (node id, column, key material)
+        requests: list[Request] = []
+        for column in self.columns():
+            model_id = self.served_id(column)
+            identity = self._served_identity(model_id)
+            for n in nodeids:
+                case = self.rows[n].case
+                prompt = user_message(case.instruction, case.input)
+                limit = int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
+                material = key_material(identity, "base", prompt, limit)
+                found = None if cache is None else cache.get(material)
+                if found is not None:
+                    texts.setdefault(n, {})[column] = found
+                    continue
+                asked.append((n, column, material))
+                seed = 0 if served[model_id].accepts_seed else None
+                requests.append(Request(model=model_id, prompt=prompt, max_tokens=limit, seed=seed))
+        answers = self.endpoint().complete(requests) if requests else []
+        for (n, column, material), answer in zip(asked, answers, strict=True):
+            if answer.text is None:
+                if n not in self.row_errors:
+                    served_as = f"{column} ({self.served_id(column)})"
+                    self.row_errors[n] = f"{self._where(n)}: {served_as} at the endpoint: {answer.error}"
+                continue
+            texts.setdefault(n, {})[column] = answer.text
+            if cache is not None:
+                cache.put(material, answer.text)
+        if cache is not None:
+            cache.stats.hits["base"] += len(nodeids) * len(self.columns()) - len(asked)
+            cache.stats.misses["base"] += len(asked)
+            self.notices.extend(cache.take_problems())
+        ok = [n for n in nodeids if n not in self.row_errors and len(texts.get(n, {})) == len(self.columns())]
+        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
+        if self.options.fluency and ok:
+            fluency = self._fluency([self.rows[n].case.expected_output for n in ok], [texts[n] for n in ok])
+        for n, f in zip(ok, fluency, strict=True):
+            self.outputs[n] = RowOutputs(texts=texts[n], fluency=f)
 
     def cache_info(self) -> dict[str, Any]:
         """results.json's inference_config.cache: where it is, and rows served or generated per side."""
@@ -709,7 +919,7 @@ class Evaluator:
         the base and the adapters, then on each full model; a row is kept when every column measured it."""
         found: dict[str, dict[str, dict[str, Any]]] = {}
         ok = list(nodeids)
-        shared = measure(self.loaded(), ok, self._shared_columns())
+        shared = self._cached_measure(measure, self.loaded(), ok, self._shared_columns())
         for column, rows in shared.items():
             for n, value in rows.items():
                 found.setdefault(n, {})[column] = value
@@ -720,12 +930,65 @@ class Evaluator:
             model = self._column_model_or_fail(column, ok)
             if model is None:
                 return
-            rows = measure(model, ok, [column]).get(column, {})
+            rows = self._cached_measure(measure, model, ok, [column]).get(column, {})
             ok = [n for n in ok if n in rows]
             for n in ok:
                 found[n][column] = rows[n]
         for n in ok:
             self.outputs[n] = RowOutputs(measures=found[n])
+
+    def _cached_measure(
+        self,
+        measure: Callable[[LoadedModel, list[str], list[str]], dict[str, Any]],
+        loaded: LoadedModel,
+        rows: list[str],
+        columns: list[str],
+    ) -> dict[str, dict[str, Any]]:
+        """`measure(loaded, rows, columns)` through the generation cache: a measurement (perplexity, the
+        choices' log-likelihoods) is stored like an output, keyed by the column's identity and the row's
+        content, so a re-run with nothing changed loads no weights. Only batch-invariant identities (exact
+        float32) are served: elsewhere a value depends on the batch it was measured in."""
+        from pytest_llmeval.cache import key_material, sha256_json
+
+        out: dict[str, dict[str, Any]] = {c: {} for c in columns}
+        keys: dict[tuple[str, str], tuple[GenerationCache, dict[str, Any]]] = {}
+        todo: set[str] = set()
+        for column in columns:
+            cached = self._generation_cache(column, loaded)
+            for n in rows:
+                if cached is None or not cached[1].batch_invariant:
+                    todo.add(n)
+                    continue
+                cache, identity, side = cached
+                case = self.rows[n].case
+                what = {
+                    "measured": case.evaluation_type,
+                    "instruction": case.instruction,
+                    "input": case.input,
+                    "expected_output": case.expected_output,
+                    "config": case.evaluation_config,
+                    "context_overflow": self.options.context_overflow,
+                }
+                material = key_material(identity, side, sha256_json(what), 0)
+                stored = cache.get(material)
+                if stored is None:
+                    todo.add(n)
+                    keys[(column, n)] = (cache, material)
+                else:
+                    out[column][n] = json.loads(stored)
+                    cache.stats.hits[side] += 1
+        if todo:
+            fresh = measure(loaded, [n for n in rows if n in todo], columns)
+            for column, values in fresh.items():
+                for n, value in values.items():
+                    out[column][n] = value
+                    if (column, n) in keys:
+                        cache, material = keys[(column, n)]
+                        cache.put(material, json.dumps(value))
+                        cache.stats.misses[str(material["side"])] += 1
+        if self.cache is not None:
+            self.notices.extend(self.cache.take_problems())
+        return out
 
     def _measure_perplexity(self, nodeids: list[str]) -> None:
         """Perplexity rows: each text measured by every column; rows of one window share calls."""
@@ -777,18 +1040,33 @@ class Evaluator:
 
         if not nodeids:
             return
-        judge = self._model_named(self.options.judge_model)
-        name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
         cases = [self.rows[n].case for n in nodeids]
         outputs = [self.outputs[n].texts for n in nodeids]
-        graded, errors = judge_runs(
-            judge,
-            name,
-            cases,
-            outputs,
-            batch_size=self.options.batch_size,
-            context_overflow=self.options.context_overflow,
-        )
+        if self.served:
+            from pytest_llmeval.measures import judge_runs_served
+
+            # Under an endpoint the judge is served too: --llmeval-judge-model's id, else the base's.
+            model_id = self.options.judge_model or self.served_id(BASE)
+            graded, errors = judge_runs_served(
+                self.endpoint().complete,
+                model_id,
+                f"{model_id} (served)"
+                if self.options.judge_model
+                else f"{model_id} (the base model, served)",
+                cases,
+                outputs,
+            )
+        else:
+            judge = self._model_named(self.options.judge_model)
+            name = self.options.judge_model or f"{judge.base.name} (the base model, adapter off)"
+            graded, errors = judge_runs(
+                judge,
+                name,
+                cases,
+                outputs,
+                batch_size=self.options.batch_size,
+                context_overflow=self.options.context_overflow,
+            )
         for i, (n, by_column) in enumerate(zip(nodeids, graded, strict=True)):
             if by_column is None:
                 self.row_errors[n] = f"{self._where(n)}: {errors[i]}"
@@ -1084,12 +1362,41 @@ class Evaluator:
         entries = self.roster.to_json(base)
         for entry in entries:
             column = str(entry["column"])
+            if self.served:
+                entry["fingerprint"] = None
+                entry["served"] = self._served_meta(column)
+                continue
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
-        if self._loaded is not None:
+        if self._loaded is not None or self._served is not None:
             self._models_meta = [dict(entry) for entry in entries]
         return entries
+
+    def _served_meta(self, column: str) -> dict[str, Any] | None:
+        """A served column as results.json records it: the URLs without credentials, the id requested,
+        what the server reported (model, system_fingerprint, quantization), when, and the settings sent.
+        None before this process probed the endpoint. The API key is in none of it."""
+        if self._served is None:
+            return None
+        served = self._served[self.served_id(column)]
+        settings = self.options.endpoint
+        assert settings is not None
+        return {
+            "urls": self.endpoint().public_urls(),
+            "model": served.id,
+            "reported_model": served.reported_model,
+            "system_fingerprint": served.system_fingerprint,
+            "quantization": self._quantization(served),
+            "date": self._served_at,
+            "settings": {
+                "temperature": 0.0,
+                "top_p": 1.0,
+                "seed": 0 if served.accepts_seed else None,
+                "max_tokens": "evaluation_config.max_new_tokens, else --llmeval-max-new-tokens",
+                "api": "chat.completions (the row's prompt as the user message)",
+            },
+        }
 
     def _fingerprint(self, column: str) -> str | None:
         """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
@@ -1115,6 +1422,41 @@ class Evaluator:
             except (OSError, ModelError):
                 self._fingerprints[column] = None
         return self._fingerprints[column]
+
+    def _served_run_meta(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """meta() of a run at --llmeval-endpoint: the served ids as the base and adapter, the servers as
+        the hardware, the client's settings as the inference config."""
+        settings = self.options.endpoint
+        assert settings is not None
+        adapters = self.roster.adapters
+        urls = ", ".join(self.endpoint().public_urls())
+        meta["base_model"] = self.served_id(BASE)
+        meta["adapter"] = adapters[0].source if adapters else None
+        meta["adapter_name"] = adapters[0].name if adapters else None
+        meta["adapter_version"] = None
+        meta["quantization"] = self.options.quantization
+        if self._served is not None:
+            meta["quantization"] = self._quantization(self._served[self.served_id(BASE)])
+        meta["hardware"] = {
+            "device": "endpoint",
+            "device_name": f"served at {urls}",
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+        }
+        inference = meta["inference_config"]
+        inference["device"] = "endpoint"
+        inference["dtype"] = "as served"
+        inference["endpoint"] = {
+            "urls": self.endpoint().public_urls(),
+            "concurrency": settings.concurrency,
+            "timeout_s": settings.timeout_s,
+            "deadline_s": settings.deadline_s,
+            "max_retries": settings.max_retries,
+            "requests": dict(self.endpoint().stats),
+            "models": {c: self._served_meta(c) for c in self.columns()},
+        }
+        inference["prompt_template"] = "the server's (each row's prompt is sent as the user message)"
+        return meta
 
     def training_rows(self) -> list[gates.TrainingRow]:
         """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""
@@ -1161,6 +1503,8 @@ class Evaluator:
             return meta
         if self.roster.members:
             meta["models"] = self.models_meta()
+        if self.served:
+            return self._served_run_meta(meta)
         if self._loaded is None:
             return meta
         import torch
@@ -1192,4 +1536,8 @@ class Evaluator:
         meta["inference_config"]["device"] = str(device)
         meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
         meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
+        # False when every output and measurement came from the generation cache: no weights were read.
+        meta["inference_config"]["weights_loaded"] = loaded.weights_loaded or any(
+            m.weights_loaded for m in [*self._column_models.values(), *self._other_models.values()]
+        )
         return meta

@@ -67,9 +67,10 @@ OVERFLOW_POLICIES = ("error", "truncate-left", "truncate-middle")
 ELISION = " [...] "
 
 
-def context_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
-    """The model's context in tokens: its max_position_embeddings, else the tokenizer's model_max_length."""
-    found = getattr(model.config, "max_position_embeddings", None)
+def context_length(config: Any, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The model's context in tokens: its config's max_position_embeddings, else the tokenizer's
+    model_max_length. (The config, not the model: a cached run fits prompts without loading weights.)"""
+    found = getattr(config, "max_position_embeddings", None)
     if isinstance(found, int) and found > 0:
         return found
     # Tokenizers without a limit report a huge sentinel (int(1e30)): that is no context length.

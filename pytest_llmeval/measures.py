@@ -8,12 +8,15 @@ keeps the results. torch is imported inside the functions it calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.benchmark import Case
 from pytest_llmeval.models import LoadedModel
 from pytest_llmeval.records import BASE, FluencyRecord
+
+if TYPE_CHECKING:
+    from pytest_llmeval.endpoint import Answer, Request
 
 Columns = dict[str, list[dict[str, Any]]]  # column (records.BASE, an adapter's) -> one measurement per row
 
@@ -118,6 +121,14 @@ def choice_likelihoods(
     return _by_column(loaded, columns, measure)
 
 
+# (row, its config, the output graded) -> (the judge's prompt, how its input was cut or None); ValueError:
+# the request cannot be fitted to the judge.
+JudgeFit = Callable[[Case, Mapping[str, Any], str], tuple[str, dict[str, Any] | None]]
+# (prompts, limits, temperature, seeds) -> (texts, errors): one of the two is None for each prompt.
+JudgeProduce = Callable[[list[str], list[int], float, list[int]], tuple[list[str | None], list[str | None]]]
+JudgeRuns = tuple[list[dict[str, dict[str, Any]] | None], dict[int, str]]
+
+
 def judge_runs(
     judge: LoadedModel,
     name: str,
@@ -126,7 +137,7 @@ def judge_runs(
     *,
     batch_size: int,
     context_overflow: str = "error",
-) -> tuple[list[dict[str, dict[str, Any]] | None], dict[int, str]]:
+) -> JudgeRuns:
     """Per llm_judge row, for each column's output (column -> text): the judge's `runs` sampled grades.
 
     Run r of a row uses seed `seed + r`, each prompt its own generator (generation.Sampling), and every
@@ -137,10 +148,88 @@ def judge_runs(
     from pytest_llmeval.generation import Sampling, build_prompt, context_length, fit_text, generate
     from pytest_llmeval.scorers import llm_judge
 
-    context = context_length(judge.model, judge.tokenizer) or 2**62
+    context = context_length(judge.config, judge.tokenizer) or 2**62
+
+    def fit(case: Case, config: Mapping[str, Any], text: str) -> tuple[str, dict[str, Any] | None]:
+        def render(given: str) -> str:
+            request = llm_judge.judge_request(
+                config["rubric"], case.instruction, given, case.expected_output, text, config
+            )
+            return build_prompt(judge.tokenizer, request)
+
+        return fit_text(
+            judge.tokenizer,
+            render,
+            case.input,
+            max_new_tokens=int(llm_judge.option(config, "judge_max_new_tokens")),
+            context=context,
+            policy=context_overflow,
+            reserved="judge_max_new_tokens",
+        )
+
+    def produce(
+        prompts: list[str], limits: list[int], temperature: float, seeds: list[int]
+    ) -> tuple[list[str | None], list[str | None]]:
+        with judge.adapter_enabled(False):
+            texts = generate(
+                judge.model,
+                judge.tokenizer,
+                prompts,
+                max_new_tokens=limits,
+                batch_size=batch_size,
+                sampling=Sampling(temperature=temperature, seeds=seeds),
+            )
+        return list(texts), [None] * len(texts)
+
+    return _judge_runs(name, cases, outputs, fit, produce)
+
+
+def judge_runs_served(
+    complete: Callable[[Sequence[Request]], list[Answer]],
+    model: str,
+    name: str,
+    cases: Sequence[Case],
+    outputs: Sequence[Mapping[str, str]],
+) -> JudgeRuns:
+    """judge_runs with a judge behind an OpenAI-compatible endpoint (`complete`: endpoint.Endpoint's): each
+    request is the judge's user message, sampled at the row's temperature with seed `seed + r` (where the
+    server honours seeds). The server fits nothing: a request too long for it is that row's error."""
+    from pytest_llmeval.endpoint import Request
+    from pytest_llmeval.scorers import llm_judge
+
+    def fit(case: Case, config: Mapping[str, Any], text: str) -> tuple[str, dict[str, Any] | None]:
+        request = llm_judge.judge_request(
+            config["rubric"], case.instruction, case.input, case.expected_output, text, config
+        )
+        return request, None
+
+    def produce(
+        prompts: list[str], limits: list[int], temperature: float, seeds: list[int]
+    ) -> tuple[list[str | None], list[str | None]]:
+        answers = complete(
+            [
+                Request(model=model, prompt=p, max_tokens=n, temperature=temperature, seed=seed)
+                for p, n, seed in zip(prompts, limits, seeds, strict=True)
+            ]
+        )
+        return [a.text for a in answers], [a.error for a in answers]
+
+    return _judge_runs(name, cases, outputs, fit, produce)
+
+
+def _judge_runs(
+    name: str,
+    cases: Sequence[Case],
+    outputs: Sequence[Mapping[str, str]],
+    fit: JudgeFit,
+    produce: JudgeProduce,
+) -> JudgeRuns:
+    """The judge's runs of every row and column: requests fitted by `fit`, made by `produce` in groups of
+    one temperature; a row whose request cannot be fitted or made gets None and its error."""
+    from pytest_llmeval.scorers import llm_judge
+
     errors: dict[int, str] = {}
     truncated: dict[tuple[int, str], dict[str, Any]] = {}
-
     requests: list[tuple[int, str, int]] = []  # (row, side, run)
     prompts: list[str] = []
     seeds: list[int] = []
@@ -148,24 +237,8 @@ def judge_runs(
     for index, (case, sides) in enumerate(zip(cases, outputs, strict=True)):
         config = case.evaluation_config
         for side, text in sides.items():
-            limit = int(llm_judge.option(config, "judge_max_new_tokens"))
-
-            def render(given: str, case: Case = case, config: Any = config, text: str = text) -> str:
-                request = llm_judge.judge_request(
-                    config["rubric"], case.instruction, given, case.expected_output, text, config
-                )
-                return build_prompt(judge.tokenizer, request)
-
             try:
-                prompt, cut = fit_text(
-                    judge.tokenizer,
-                    render,
-                    case.input,
-                    max_new_tokens=limit,
-                    context=context,
-                    policy=context_overflow,
-                    reserved="judge_max_new_tokens",
-                )
+                prompt, cut = fit(case, config, text)
             except ValueError as exc:
                 errors[index] = f"the judge's request for the {side} output: {exc}"
                 continue
@@ -175,27 +248,27 @@ def judge_runs(
                 requests.append((index, side, run))
                 prompts.append(prompt)
                 seeds.append(int(llm_judge.option(config, "seed")) + run)
-                limits.append(limit)
+                limits.append(int(llm_judge.option(config, "judge_max_new_tokens")))
     by_temperature: dict[float, list[int]] = {}
     for i, (index, _, _) in enumerate(requests):
         temperature = float(llm_judge.option(cases[index].evaluation_config, "temperature"))
         by_temperature.setdefault(temperature, []).append(i)
-    texts: list[str] = [""] * len(requests)
+    texts: list[str | None] = [None] * len(requests)
     for temperature, members in by_temperature.items():
-        with judge.adapter_enabled(False):
-            generated = generate(
-                judge.model,
-                judge.tokenizer,
-                [prompts[i] for i in members],
-                max_new_tokens=[limits[i] for i in members],
-                batch_size=batch_size,
-                sampling=Sampling(temperature=temperature, seeds=[seeds[i] for i in members]),
-            )
-        for i, text in zip(members, generated, strict=True):
-            texts[i] = text
+        made, failed = produce(
+            [prompts[i] for i in members],
+            [limits[i] for i in members],
+            temperature,
+            [seeds[i] for i in members],
+        )
+        for i, answer, why in zip(members, made, failed, strict=True):
+            texts[i] = answer
+            index, side, _ = requests[i]
+            if answer is None and index not in errors:
+                errors[index] = f"the judge's request for the {side} output failed: {why}"
     runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for (index, side, run), seed, text in zip(requests, seeds, texts, strict=True):
-        runs.setdefault((index, side), []).append({"run": run, "seed": seed, "output": text})
+    for (index, side, run), seed, output in zip(requests, seeds, texts, strict=True):
+        runs.setdefault((index, side), []).append({"run": run, "seed": seed, "output": output})
 
     def graded(i: int, side: str) -> dict[str, Any]:
         out: dict[str, Any] = {"judge": name, "runs": runs[(i, side)]}

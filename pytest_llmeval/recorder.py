@@ -71,7 +71,7 @@ class Recorder:
         loaded none, such as the xdist controller, reports less), with every process's cache counts summed."""
         if not self._metas:
             return {}
-        richest: dict[str, Any] = max(self._metas.values(), key=len)
+        richest: dict[str, Any] = max(self._metas.values(), key=_richness)
         meta = dict(richest)
         caches = [
             cache
@@ -83,6 +83,15 @@ class Recorder:
             for cache in caches:
                 total.add(cache)
             meta["inference_config"] = {**meta["inference_config"], "cache": {**caches[0], **total.to_json()}}
+        served = [e for m in self._metas.values() if (e := (m.get("inference_config") or {}).get("endpoint"))]
+        if served and isinstance(meta.get("inference_config"), dict):
+            # Every process sent its own requests: the run's counts are their sums.
+            counts: dict[str, int] = {}
+            for endpoint in served:
+                for name, value in (endpoint.get("requests") or {}).items():
+                    counts[name] = counts.get(name, 0) + int(value)
+            endpoint = {**meta["inference_config"]["endpoint"], "requests": counts}
+            meta["inference_config"] = {**meta["inference_config"], "endpoint": endpoint}
         return meta
 
     def _options(self, reasons: Sequence[str], identity: Identity) -> dict[str, Any]:
@@ -116,3 +125,11 @@ class Recorder:
                 "unmatched_ids": meta.get("unmatched_predictions", []),
             }
         return document
+
+
+def _richness(meta: dict[str, Any]) -> tuple[int, bool]:
+    """How much a process's metadata says: its fields, then whether it knows the served models (an xdist
+    worker that got no row never asked the endpoint about them)."""
+    endpoint = (meta.get("inference_config") or {}).get("endpoint") or {}
+    served = endpoint.get("models") or {}
+    return len(meta), bool(served) and all(v is not None for v in served.values())

@@ -120,6 +120,21 @@ def parse_model_option(value: str) -> tuple[str, str]:
     return name, source
 
 
+def served_sides(ids: Sequence[str]) -> dict[str, str]:
+    """Each served adapter's column name -> its model id: a lone adapter keeps the column `adapter` (as
+    models.adapter_sides), several are named by their ids."""
+    if len(ids) == 1:
+        return {ADAPTER: ids[0]}
+    sides: dict[str, str] = {}
+    for model_id in ids:
+        if model_id in sides:
+            raise RosterError(f"--adapter {model_id} is given twice")
+        if model_id in (BASE, ADAPTER):
+            raise RosterError(f"--adapter {model_id}: the name '{model_id}' is reserved for a column")
+        sides[model_id] = model_id
+    return sides
+
+
 def split_domain_globs(values: Sequence[str], names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
     """--llmeval-domain values: `NAME=GLOB` for the column NAME, a bare GLOB for the first gated column."""
     plain: list[str] = []
@@ -138,7 +153,7 @@ def split_domain_globs(values: Sequence[str], names: Sequence[str]) -> tuple[lis
 
 def build_roster(
     *,
-    adapters: Mapping[str, tuple[Path, str, Sequence[str]]],
+    adapters: Mapping[str, tuple[Path | str, str, Sequence[str]]],
     models: Sequence[str] = (),
     reference: str | None = None,
     gate_models: Sequence[str] = (),
@@ -147,7 +162,8 @@ def build_roster(
     """The roster from the options.
 
     adapters: column -> (folder, name, the metadata's domain_benchmarks), in the order given (models.
-    adapter_sides names the columns); models: --llmeval-model values; reference: --llmeval-reference;
+    adapter_sides names the columns; a str in place of the folder is a served model id, with no folder);
+    models: --llmeval-model values; reference: --llmeval-reference;
     gate_models: --llmeval-gate-model; domain: --llmeval-domain values.
     """
     parsed = [parse_model_option(v) for v in models]
@@ -185,7 +201,8 @@ def build_roster(
         globs = [*meta_globs, *named.get(side, []), *named.get(name, [])]
         if index == 0:
             globs += plain
-        members.append(Member(side, name, "adapter", str(path), True, tuple(globs), path))
+        folder = path if isinstance(path, Path) else None
+        members.append(Member(side, name, "adapter", str(path), True, tuple(globs), folder))
     first_gated_model = not adapters
     for name, source in parsed:
         gated = name in gate_models

@@ -33,8 +33,10 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.Monkey
         models.embedded_gguf_path()
 
 
-def test_resolution_order(tiny_model: Path, tiny_adapter: Path, tmp_path: Path) -> None:
-    # --base-model wins; else the adapter's base when it is on this machine; else the embedded default.
+def test_resolution_order(
+    tiny_model: Path, tiny_adapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --base-model wins; else the adapter's base; else (nothing named) the embedded default.
     assert models.resolve_base(ModelSpec(base_model=str(tiny_model))).path == str(tiny_model)
     assert models.resolve_base(ModelSpec(adapter=tiny_adapter)).path == str(tiny_model)
     assert models.resolve_base(ModelSpec()).name == EMBEDDED_ALIAS
@@ -44,9 +46,13 @@ def test_resolution_order(tiny_model: Path, tiny_adapter: Path, tmp_path: Path) 
     cfg = json.loads((moved / "adapter_config.json").read_text())
     cfg["base_model_name_or_path"] = "some-org/absent-model"
     (moved / "adapter_config.json").write_text(json.dumps(cfg))
-    base = models.resolve_base(ModelSpec(adapter=moved))
-    assert base.name == EMBEDDED_ALIAS
-    assert base.note is not None and "some-org/absent-model" in base.note
+    # An adapter's base that cannot be had stops the run: never the embedded model in its place.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError) as info:
+        models.resolve_base(ModelSpec(adapter=moved))
+    message = str(info.value)
+    assert "'some-org/absent-model' is not in the Hugging Face cache and downloads are off" in message
+    assert "base_model_name_or_path" in message and "\n" not in message
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,766 @@
+"""Models behind OpenAI-compatible URLs (vLLM, SGLang, TGI, llama.cpp server, Ollama, OpenAI): the client.
+
+No pytest and no torch here, and `openai` is imported only inside the functions that talk to a server, so
+importing this module costs nothing. The evaluator builds one `Endpoint` from `EndpointSettings`, calls
+`probe(model_ids)` once before any test (it raises `EndpointError`, one line, when the run cannot work at
+all) and then `complete(requests)` for batches of rows: answers come back in request order and a request
+that fails after its retries is that row's `Answer.error`, never an exception.
+
+Retries are ours, not the `openai` package's (`max_retries=0` on its client), because ours are shaped for a
+batch rather than for one call: one deadline for the whole batch, one bound on requests in flight over all
+URLs, a retry after a failed connection goes to the next URL (and the URL is passed over for a while, so a
+machine that hangs costs one timeout, not one per request sent its way), and every row's attempts are
+counted. What is retried: 408, 409, 429, 5xx, timeouts, refused or
+dropped connections, and responses that are not a completion (undecodable JSON, an HTML page from a proxy,
+JSON without choices). What is not: the other 4xx, which are answers about the request itself (a prompt longer
+than the context) and would only be refused again.
+
+Secrets. The key reaches the `openai` client and the Authorization header, nowhere else: every message we
+build (errors, `EndpointError`) is scrubbed of it, because servers do echo keys ("Incorrect API key provided:
+..."), and every URL we show goes through `redact`.
+
+openai 3.57 facts this relies on (checked against the installed package, see tests/test_endpoint_client.py):
+a base URL with a query string is joined wrongly (`/v1/?k=vchat/completions`), so the query travels as
+`default_query`; a body that is not JSON under `application/json` raises a bare `json.JSONDecodeError`, and
+under another content type `create()` returns the body as a `str`; valid JSON without `choices` comes back as
+a completion whose `choices` is None (responses are not validated, which is what lets TGI's `eos_token`
+finish reason through); `APIStatusError.response.headers` holds Retry-After; `APITimeoutError` is a subclass
+of `APIConnectionError`, whose `__cause__` is the httpx error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import difflib
+import email.utils
+import functools
+import importlib
+import math
+import os
+import random
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = [
+    "Answer",
+    "Endpoint",
+    "EndpointError",
+    "EndpointSettings",
+    "Request",
+    "ServedModel",
+    "redact",
+    "retry_after_seconds",
+]
+
+# The key sent when the environment has none: local servers want no key, and the openai client insists on one.
+PLACEHOLDER_KEY = "EMPTY"
+
+# Statuses worth asking again: timeout, conflict, rate limit, and the server's own failures (5xx).
+_RETRY_STATUSES = frozenset({408, 409, 429})
+
+# Longest server message kept in an error: enough for "maximum context length is 2048 tokens...", not a page.
+_MESSAGE_CHARS = 300
+
+_T = TypeVar("_T")
+
+
+class EndpointError(Exception):
+    """Stops the run before any test: unreachable URL, authentication refused, unknown model id.
+
+    Its message is one line naming the (redacted) URL, the model, the reason, and what to do.
+    """
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Where the models are served and how hard to try."""
+
+    # The /v1 base URLs; several = the same models served on several machines: requests spread over them.
+    urls: tuple[str, ...]
+    api_key_env: str = "OPENAI_API_KEY"  # absent from the environment -> PLACEHOLDER_KEY
+    concurrency: int = 16  # requests in flight at once, over all URLs together
+    timeout_s: float = 120.0  # one HTTP request
+    deadline_s: float = 3600.0  # one complete() (or probe()) call as a whole
+    max_retries: int = 5  # retries of one request, after the first attempt
+    backoff_s: float = 0.5  # the first retry's wait; doubled each retry, with jitter
+    max_backoff_s: float = 30.0  # the longest wait of our own (a server's Retry-After may ask for longer)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.urls, str):
+            raise ValueError("EndpointSettings.urls is a tuple of URLs, not one string")
+        if not self.urls:
+            raise ValueError("EndpointSettings.urls is empty: give at least one /v1 base URL")
+        for url in self.urls:
+            if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+                raise ValueError(f"{redact(url)!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, not {self.max_retries}")
+        for name in ("timeout_s", "deadline_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("backoff_s", "max_backoff_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be 0 or more, not {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One completion to ask for."""
+
+    model: str  # served model id
+    prompt: str  # chat=True: the user message content; chat=False: the raw prompt for /v1/completions
+    max_tokens: int
+    chat: bool = True
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None  # sent only when probe() found the server accepts seeds
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What came back for one request: its text, or why there is none."""
+
+    text: str | None  # None when the request failed
+    error: str | None  # one line: why it failed after the retries; never contains the API key
+    model: str | None = None  # response.model as the server reported it
+    system_fingerprint: str | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What probe() learned about one model id."""
+
+    id: str
+    reported_model: str | None  # response.model of the probe request
+    system_fingerprint: str | None
+    accepts_seed: bool
+    quantization: str | None  # only where the server says it (a /v1/models entry field); else None
+
+
+# -- URLs and secrets --------------------------------------------------------------------------------------
+
+# Query parameters whose values are secrets: a name containing one of these words (api_key, x-api-key, token,
+# access_token, client_secret, password...) or one of the short names (sig: Azure SAS signatures).
+_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential", "signature")
+_SECRET_NAMES = frozenset({"sig", "pwd", "pass", "code"})
+
+
+def _secret_param(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in _SECRET_NAMES or any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact(url: str) -> str:
+    """The URL without credentials: userinfo removed, key-like query parameters' values replaced by '***'."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparseable (a broken IPv6 literal): keep only what surely is not a secret.
+        return re.sub(r"//[^/?#]*@", "//", url).split("?", 1)[0]
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "&".join(_redact_param(param) for param in parts.query.split("&")) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_param(param: str) -> str:
+    name, equals, _ = param.partition("=")
+    return f"{name}=***" if equals and _secret_param(name) else param
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The secrets written into a URL: its userinfo password and its key-like query values."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [parts.password] if parts.password else []
+    found += [value for name, value in parse_qsl(parts.query) if _secret_param(name) and value]
+    # The encoded forms too: a server echoes the request line as it was sent. Values shorter than 4 characters
+    # are no real secret, and replacing them ("1") would garble status codes and numbers in every message.
+    return [secret for value in found for secret in (value, quote(value, safe="")) if len(value) >= 4]
+
+
+def _split_query(url: str) -> tuple[str, dict[str, str]]:
+    """The base URL without its query, and the query apart (the openai client mangles a query in a URL)."""
+    parts = urlsplit(url)
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return base, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def _one_line(text: str, limit: int = _MESSAGE_CHARS) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# -- Retry-After and backoff -------------------------------------------------------------------------------
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a Retry-After value asks for (delay-seconds or an HTTP date); None when absent or invalid."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; a date without a zone is read as one
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    # retry-after-ms is what OpenAI sends beside Retry-After; it is the more precise of the two.
+    milliseconds = retry_after_seconds(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000
+    return retry_after_seconds(headers.get("retry-after"))
+
+
+def _backoff(retry: int, settings: EndpointSettings) -> float:
+    """The wait before retry number `retry` (1-based): exponential, capped, with jitter in [50%, 100%]."""
+    # Jitter keeps the requests that failed together (a server restart) from coming back together.
+    base = min(settings.max_backoff_s, settings.backoff_s * 2.0 ** min(retry - 1, 60))
+    return base * (0.5 + 0.5 * random.random())
+
+
+# -- one attempt and its outcome ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str | None
+    model: str | None
+    system_fingerprint: str | None
+    finish_reason: str | None
+    url: str = ""  # redacted: where it came from
+
+
+@dataclass(frozen=True)
+class _Failure:
+    cause: str  # one line, scrubbed of the key, without the URL: "HTTP 400: <the server's message>"
+    url: str  # redacted: the URL of the attempt that failed
+    retryable: bool
+    next_url: bool = False  # the URL itself failed (refused, dropped, silent): try the next one
+    status: int | None = None
+    server_message: str = ""  # the server's own words, for probe()'s diagnosis
+    retry_after: float | None = None
+    attempts: int = 0  # set once the request is done
+
+    @property
+    def summary(self) -> str:
+        """The one line an Answer carries: what, where, how many times."""
+        noun = "attempt" if self.attempts == 1 else "attempts"
+        where = f"{self.url}; " if self.url else ""
+        return f"{self.cause} ({where}{self.attempts} {noun})"
+
+
+class _Malformed(Exception):
+    """A 200 response that is not a completion."""
+
+
+def _extract(response: object, chat: bool) -> _Reply:
+    """The text and identity of a completion response; `_Malformed` when it is not one."""
+    if isinstance(response, str):
+        raise _Malformed(f"the body is not JSON: {response[:80]!r}")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise _Malformed("no choices in the response")
+    choice = choices[0]
+    if chat:
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise _Malformed("the choice has no message")
+        text = getattr(message, "content", None)
+    else:
+        text = getattr(choice, "text", None)
+    if text is not None and not isinstance(text, str):
+        raise _Malformed(f"the choice's text is a {type(text).__name__}")
+    return _Reply(
+        text=text,
+        model=_str_or_none(getattr(response, "model", None)),
+        system_fingerprint=_str_or_none(getattr(response, "system_fingerprint", None)),
+        finish_reason=_str_or_none(getattr(choice, "finish_reason", None)),
+    )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _server_message(body: object, fallback: str) -> str:
+    # openai 3.57 hands over the "error" object itself when the body has one; vLLM's shape has no wrapper.
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body.strip():
+        return body
+    return fallback
+
+
+@dataclass
+class _Progress:
+    """One request's attempts so far: what a deadline reports about a request it cut short."""
+
+    attempts: int = 0
+    last: _Failure | None = None
+    sending_to: str = ""  # redacted URL of the attempt in flight, "" between attempts
+
+
+# How long a URL whose connection failed is passed over while other URLs are up.
+_DOWN_FOR_S = 30.0
+
+
+@dataclass(frozen=True)
+class _Target:
+    client: AsyncOpenAI
+    url: str  # as configured: for messages, always through redact()
+
+
+@dataclass
+class _Run:
+    """What the requests of one probe() or complete() call share; made inside that call's event loop."""
+
+    targets: list[_Target]  # one client per URL, in settings order
+    semaphore: asyncio.Semaphore  # settings.concurrency slots over all URLs together
+    deadline: float  # on the loop's clock
+    # Until when (loop clock) each URL is passed over after its connection failed or went silent: without
+    # this, a machine that hangs costs every request sent its way a whole timeout before the failover.
+    down_until: list[float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.down_until = [0.0] * len(self.targets)
+
+    def pick(self, preferred: int, now: float) -> int:
+        """The preferred URL, or the next one that is not down; the preferred one when all are down."""
+        count = len(self.targets)
+        for step in range(count):
+            candidate = (preferred + step) % count
+            if self.down_until[candidate] <= now:
+                return candidate
+        return preferred
+
+
+# -- the endpoint ------------------------------------------------------------------------------------------
+
+
+class Endpoint:
+    """The OpenAI-compatible URLs of one run: probe() once, then complete() batches of requests."""
+
+    def __init__(self, settings: EndpointSettings, api_key: str | None = None) -> None:
+        self.settings = settings
+        key = api_key if api_key is not None else os.environ.get(settings.api_key_env)
+        self._key = key or PLACEHOLDER_KEY
+        # Everything a message must never show: the key, and the secrets written into the URLs themselves
+        # (a server may echo its request line, query included). Longest first, so no secret is half-replaced.
+        secrets = {self._key} | {secret for url in settings.urls for secret in _url_secrets(url)}
+        secrets.discard(PLACEHOLDER_KEY)  # no secret, and replacing it would garble messages that say EMPTY
+        self._secrets = sorted((secret for secret in secrets if secret), key=len, reverse=True)
+        # Model id -> whether every URL took the seed parameter at probe(); unprobed models never get one.
+        self._accepts_seed: dict[str, bool] = {}
+        self.stats: dict[str, int] = {"requests": 0, "retries": 0, "failures": 0}
+
+    def __repr__(self) -> str:
+        return f"Endpoint(urls={self.public_urls()!r}, concurrency={self.settings.concurrency})"
+
+    def public_urls(self) -> list[str]:
+        """The URLs as they may be shown and recorded: redacted."""
+        return [redact(url) for url in self.settings.urls]
+
+    # -- probe -------------------------------------------------------------------------------------------
+
+    def probe(self, model_ids: Sequence[str], *, chat: bool = True) -> dict[str, ServedModel]:
+        """One tiny request per model id on each URL: what each serves, or `EndpointError` before any test.
+
+        `chat=False` probes /v1/completions instead, for base models a server has no chat template for.
+        """
+        served = _run_sync(lambda: self._probe_all(list(dict.fromkeys(model_ids)), chat))
+        for model_id, model in served.items():
+            self._accepts_seed[model_id] = model.accepts_seed
+        return served
+
+    async def _probe_all(self, model_ids: list[str], chat: bool) -> dict[str, ServedModel]:
+        async with self._run() as run:
+            listings = await asyncio.gather(*(self._list_models(target) for target in run.targets))
+            pairs = [(u, model_id) for u in range(len(run.targets)) for model_id in model_ids]
+            outcomes = await asyncio.gather(
+                *(self._probe_one(run, u, model_id, chat) for u, model_id in pairs)
+            )
+        # Errors in URL order then model order, so the same misconfiguration always reads the same.
+        replies: dict[str, list[tuple[int, _Reply, bool]]] = {model_id: [] for model_id in model_ids}
+        for (u, model_id), (outcome, accepts_seed) in zip(pairs, outcomes, strict=True):
+            if isinstance(outcome, _Failure):
+                raise EndpointError(self._scrub(self._diagnose(u, model_id, outcome, listings[u])))
+            replies[model_id].append((u, outcome, accepts_seed))
+        return {model_id: self._served(model_id, found, listings) for model_id, found in replies.items()}
+
+    async def _probe_one(
+        self, run: _Run, url_index: int, model_id: str, chat: bool
+    ) -> tuple[_Reply | _Failure, bool]:
+        """The probe's reply (or failure) on one URL, and whether that URL took the seed."""
+        request = Request(model=model_id, prompt="Hi", max_tokens=1, chat=chat, temperature=0.0, seed=0)
+        # Pinned to its URL: every URL must serve every model, so no failover here.
+        outcome = await self._attempts(run, url_index, request, True, _Progress(), pinned=True)
+        if isinstance(outcome, _Failure) and _rejects_seed(outcome):
+            outcome = await self._attempts(run, url_index, request, False, _Progress(), pinned=True)
+            return outcome, False
+        return outcome, True
+
+    def _served(
+        self,
+        model_id: str,
+        replies: list[tuple[int, _Reply, bool]],
+        listings: list[list[dict[str, Any]] | None],
+    ) -> ServedModel:
+        if len({reply.model for _, reply, _ in replies}) > 1:
+            # Replicas must serve the same model, or the rows spread over them measure a mixture.
+            names = ", ".join(f"{redact(self.settings.urls[u])} -> {reply.model}" for u, reply, _ in replies)
+            raise EndpointError(
+                self._scrub(
+                    f"model {model_id!r} is not the same model on every URL ({names}); "
+                    "give only URLs that serve the same weights"
+                )
+            )
+        stated = (_quantization(listings[u], model_id) for u, _, _ in replies)
+        first = replies[0][1]
+        return ServedModel(
+            id=model_id,
+            reported_model=first.model,
+            system_fingerprint=first.system_fingerprint,
+            accepts_seed=all(accepts for _, _, accepts in replies),
+            quantization=next((q for q in stated if q is not None), None),
+        )
+
+    async def _list_models(self, target: _Target) -> list[dict[str, Any]] | None:
+        """The server's /v1/models entries, or None where it has no such list (it is only ever a hint)."""
+        try:
+            page = await asyncio.wait_for(target.client.models.list(), self.settings.timeout_s)
+            return [entry.to_dict() for entry in page.data]
+        except Exception:
+            return None
+
+    def _diagnose(
+        self, url_index: int, model_id: str, failure: _Failure, listing: list[dict[str, Any]] | None
+    ) -> str:
+        """The one line `EndpointError` says: where, which model, what happened, what to do."""
+        where = f"endpoint {redact(self.settings.urls[url_index])} model {model_id!r}"
+        ids = [str(entry.get("id")) for entry in listing or ()]
+        if failure.status in (401, 403):
+            todo = f"set ${self.settings.api_key_env} to a key this server accepts"
+            return f"{where}: authentication refused ({_tried(failure)}); {todo}"
+        if _unknown_model(failure) and ids and model_id not in ids:
+            close = difflib.get_close_matches(model_id, ids, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            return f"{where}: not served there ({_tried(failure)}); {hint}its /v1/models lists: {_some(ids)}"
+        if _unknown_model(failure) and not ids:
+            # Without the list we cannot tell an unknown id from a URL that is not the /v1 base.
+            todo = "check the model id, and that the URL is the /v1 base (its /v1/models did not answer)"
+            return f"{where}: not found ({_tried(failure)}); {todo}"
+        if failure.status is None and failure.next_url:
+            todo = "check that the server is running and the URL ends in /v1"
+            return f"{where}: unreachable ({_tried(failure)}); {todo}"
+        return f"{where}: the probe request failed ({_tried(failure)}); check the server's log"
+
+    # -- complete ----------------------------------------------------------------------------------------
+
+    def complete(self, requests: Sequence[Request]) -> list[Answer]:
+        """Every request's answer, in request order; failures are answers with an error, never exceptions."""
+        if not requests:
+            return []
+        answers = _run_sync(lambda: self._complete_all(list(requests)))
+        self.stats["requests"] += len(answers)
+        self.stats["retries"] += sum(max(answer.attempts - 1, 0) for answer in answers)
+        self.stats["failures"] += sum(answer.error is not None for answer in answers)
+        return answers
+
+    async def _complete_all(self, requests: list[Request]) -> list[Answer]:
+        async with self._run() as run:
+            # Round robin: request i starts on URL i mod n.
+            return await asyncio.gather(
+                *(self._answer(run, i, request) for i, request in enumerate(requests))
+            )
+
+    async def _answer(self, run: _Run, index: int, request: Request) -> Answer:
+        send_seed = request.seed is not None and self._accepts_seed.get(request.model, False)
+        progress = _Progress()
+        outcome = await self._attempts(run, index % len(run.targets), request, send_seed, progress)
+        if isinstance(outcome, _Failure):
+            return Answer(text=None, error=outcome.summary, attempts=progress.attempts)
+        error = None
+        if outcome.text is None:
+            # Not retried: the server did answer, and at temperature 0 it would answer the same again.
+            cause = f"the response has no text (finish_reason={outcome.finish_reason})"
+            error = _Failure(
+                cause=cause, url=outcome.url, retryable=False, attempts=progress.attempts
+            ).summary
+        return Answer(
+            text=outcome.text,
+            error=error,
+            model=outcome.model,
+            system_fingerprint=outcome.system_fingerprint,
+            finish_reason=outcome.finish_reason,
+            attempts=progress.attempts,
+        )
+
+    # -- the retry loop, shared by probe() and complete() ------------------------------------------------
+
+    async def _attempts(
+        self,
+        run: _Run,
+        url_index: int,
+        request: Request,
+        send_seed: bool,
+        progress: _Progress,
+        pinned: bool = False,
+    ) -> _Reply | _Failure:
+        """The request tried until it succeeds, fails for good or the deadline passes (`progress` counts)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(
+                self._attempt_loop(run, url_index, request, send_seed, progress, pinned),
+                timeout=max(0.0, run.deadline - loop.time()),
+            )
+        except asyncio.TimeoutError:
+            return self._deadline_failure(progress)
+
+    async def _attempt_loop(
+        self, run: _Run, url_index: int, request: Request, send_seed: bool, progress: _Progress, pinned: bool
+    ) -> _Reply | _Failure:
+        loop = asyncio.get_running_loop()
+        while True:
+            # The slot is held for one attempt only: a request waiting out its backoff leaves it to others.
+            async with run.semaphore:
+                if not pinned:
+                    url_index = run.pick(url_index, loop.time())
+                target = run.targets[url_index]
+                progress.attempts += 1
+                # Left set if the deadline cancels this attempt, so the failure names the attempt it cut.
+                progress.sending_to = redact(target.url)
+                try:
+                    response = await asyncio.wait_for(
+                        self._send(target.client, request, send_seed), self.settings.timeout_s
+                    )
+                    reply = _extract(response, request.chat)
+                except Exception as exc:
+                    failure = self._classify(exc, target.url)
+                else:
+                    return dataclasses.replace(reply, url=progress.sending_to)
+                progress.sending_to = ""
+            progress.last = failure
+            if failure.next_url:
+                run.down_until[url_index] = loop.time() + _DOWN_FOR_S
+            if not failure.retryable or progress.attempts > self.settings.max_retries:
+                return dataclasses.replace(failure, retryable=False, attempts=progress.attempts)
+            if failure.next_url and not pinned:
+                url_index = (url_index + 1) % len(run.targets)
+            wait = failure.retry_after
+            if wait is None:
+                wait = _backoff(progress.attempts, self.settings)
+            if loop.time() + wait >= run.deadline:
+                # Sleeping would pass the deadline: this request is done now, not at the deadline.
+                return self._deadline_failure(progress, wait=wait)
+            await asyncio.sleep(wait)
+
+    async def _send(self, client: AsyncOpenAI, request: Request, send_seed: bool) -> object:
+        extra: dict[str, Any] = {"seed": request.seed} if send_seed else {}
+        if request.chat:
+            return await client.chat.completions.create(
+                model=request.model,
+                messages=[{"role": "user", "content": request.prompt}],
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                top_p=request.top_p,
+                **extra,
+            )
+        return await client.completions.create(
+            model=request.model,
+            prompt=request.prompt,
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            **extra,
+        )
+
+    def _classify(self, exc: Exception, url: str) -> _Failure:
+        """What one failed attempt means: its one-line cause, and whether (and where) to try again."""
+        import openai
+
+        shown = redact(url)
+        if isinstance(exc, openai.APIStatusError):
+            code = exc.status_code
+            message = self._scrub(_one_line(_server_message(exc.body, exc.message)))
+            retryable = code in _RETRY_STATUSES or code >= 500
+            return _Failure(
+                cause=f"HTTP {code}: {message}",
+                url=shown,
+                retryable=retryable,
+                status=code,
+                server_message=message,
+                retry_after=_retry_after(exc.response.headers) if retryable else None,
+            )
+        if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError)):
+            cause = f"no response within {self.settings.timeout_s:g}s"
+            return _Failure(cause=cause, url=shown, retryable=True, next_url=True)
+        if isinstance(exc, openai.APIConnectionError):
+            inner = exc.__cause__
+            detail = f"{type(inner).__name__}: {inner}" if inner is not None else exc.message
+            cause = self._scrub(_one_line(f"connection failed ({detail})"))
+            return _Failure(cause=cause, url=shown, retryable=True, next_url=True)
+        # JSONDecodeError (a ValueError) is what openai lets through for a body cut short.
+        if isinstance(exc, (_Malformed, ValueError, openai.APIResponseValidationError)):
+            cause = self._scrub(_one_line(f"malformed response ({type(exc).__name__}: {exc})"))
+            return _Failure(cause=cause, url=shown, retryable=True)
+        # Anything else is unexpected: it is this request's error, and the other requests keep their answers.
+        cause = self._scrub(_one_line(f"unexpected {type(exc).__name__}: {exc}"))
+        return _Failure(cause=cause, url=shown, retryable=False)
+
+    def _deadline_failure(self, progress: _Progress, wait: float | None = None) -> _Failure:
+        when = f"deadline of {self.settings.deadline_s:g}s passed"
+        if wait is not None:
+            when += f" before the next retry (a {wait:.3g}s wait)"
+        elif progress.sending_to:
+            when += f" while attempt {progress.attempts} waited for its answer"
+        elif progress.attempts == 0:
+            when += " before the request was sent (all connections were busy)"
+        last = progress.last
+        url = progress.sending_to or (last.url if last is not None else "")
+        if last is None:
+            return _Failure(cause=when, url=url, retryable=False, attempts=progress.attempts)
+        return dataclasses.replace(
+            last,
+            cause=f"{when}; last error: {last.cause}",
+            url=url,
+            retryable=False,
+            attempts=progress.attempts,
+        )
+
+    # -- plumbing ----------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _run(self) -> AsyncIterator[_Run]:
+        """One client per URL for this call, closed at its end (a client's connections belong to its loop)."""
+        import openai
+
+        context = _default_ssl_context()
+        targets = []
+        for url in self.settings.urls:
+            base, query = _split_query(url)
+            http_client = openai.DefaultAsyncHttpxClient(verify=context) if context is not None else None
+            client = openai.AsyncOpenAI(
+                base_url=base,
+                default_query=query or None,
+                api_key=self._key,
+                max_retries=0,  # ours, not its: see the module docstring
+                timeout=self.settings.timeout_s,
+                http_client=http_client,
+            )
+            targets.append(_Target(client, url))
+        loop = asyncio.get_running_loop()
+        try:
+            yield _Run(
+                targets, asyncio.Semaphore(self.settings.concurrency), loop.time() + self.settings.deadline_s
+            )
+        finally:
+            await asyncio.gather(*(target.client.close() for target in targets))
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _tried(failure: _Failure) -> str:
+    noun = "attempt" if failure.attempts == 1 else "attempts"
+    return f"{failure.cause}; {failure.attempts} {noun}"
+
+
+def _some(ids: list[str], limit: int = 12) -> str:
+    """At most `limit` ids, so that a frontier API's hundred models keep the message one readable line."""
+    shown = ", ".join(ids[:limit])
+    return shown if len(ids) <= limit else f"{shown} and {len(ids) - limit} more"
+
+
+def _rejects_seed(failure: _Failure) -> bool:
+    return failure.status in (400, 422) and "seed" in failure.server_message.lower()
+
+
+_UNKNOWN_MODEL = re.compile(
+    r"model.*(not found|does not exist|not exist|unknown|invalid|not served)|unknown model", re.I
+)
+
+
+def _unknown_model(failure: _Failure) -> bool:
+    if failure.status == 404:
+        return True
+    return failure.status in (400, 422) and bool(_UNKNOWN_MODEL.search(failure.server_message))
+
+
+def _quantization(listing: list[dict[str, Any]] | None, model_id: str) -> str | None:
+    """The quantization a /v1/models entry states (LM Studio `quantization`, Ollama `details`), if any."""
+    for entry in listing or ():
+        if entry.get("id") != model_id:
+            continue
+        details = entry.get("details")
+        candidates = [entry.get("quantization"), entry.get("quantization_level")]
+        if isinstance(details, dict):
+            candidates.append(details.get("quantization_level"))
+        for candidate in candidates:
+            if isinstance(candidate, str) and candidate:
+                return candidate
+    return None
+
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext | None:
+    """The context the openai client would build for itself (its HTTP library's, honouring SSL_CERT_FILE)."""
+    # Made once per process: loading the CA certificates takes 50 to 100 ms, every call makes one client per
+    # URL, and a process may make many endpoints. An SSLContext may be shared by threads and event loops.
+    # openai 3 sends through httpx2, openai 1 and 2 through httpx: both have create_ssl_context().
+    for name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        make = getattr(module, "create_ssl_context", None)
+        if make is not None:
+            context = make()
+            return context if isinstance(context, ssl.SSLContext) else None
+    return None
+
+
+def _run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
+    """Run a coroutine to the end from synchronous code, whether or not this thread already runs a loop."""
+
+    async def main() -> _T:
+        return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from inside a running loop (a notebook, an async test): asyncio.run would refuse there.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()

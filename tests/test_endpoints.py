@@ -1,0 +1,252 @@
+"""The plugin over models served at OpenAI-compatible URLs (--llmeval-endpoint), against a local scriptable
+server (tests/fault_server.py): which rows run, what a fault does to a run, what results.json records, where
+the API key must never appear, and the generation cache of served outputs. The same against a real server
+(`transformers serve` on the embedded model) is in tests/test_endpoint_e2e.py; the client alone in
+tests/test_endpoint_client.py.
+
+The fault server answers every prompt with the prompt reversed, so a row whose expected output is its
+instruction reversed passes, and each answer can be traced to its request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fault_server import FaultServer, dead_url, status
+from helpers import jsonl, row
+
+pytest_plugins = ["pytester"]
+
+KEY = "sk-sentinel-0123456789abcdef"  # the API key; must appear nowhere the plugin writes or prints
+WORDS = [f"word{i}" for i in range(6)]
+
+
+def rows() -> list[dict[str, Any]]:
+    """Exact-match rows the fault server gets right: the expected output is the prompt reversed."""
+    return [row(f"r{i}", instruction=w, expected=w[::-1]) for i, w in enumerate(WORDS)]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultServer]:
+    monkeypatch.setenv("LLMEVAL_TEST_KEY", KEY)
+    with FaultServer(models=("base-id", "lora-id", "judge-id"), api_key=KEY) as s:
+        yield s
+
+
+def served_args(server: FaultServer, *more: str) -> list[str]:
+    return [
+        f"--llmeval-endpoint={server.url}",
+        "--llmeval-api-key-env=LLMEVAL_TEST_KEY",
+        "--base-model=base-id",
+        "--adapter=lora-id",
+        "-m",
+        "not gate",
+        "-p",
+        "no:cacheprovider",
+        "--llmeval-request-timeout=5",
+        *more,
+    ]
+
+
+def generation_posts(server: FaultServer) -> list[Any]:
+    """The requests that generated rows (the probe asks for one token)."""
+    return [r for r in server.posts() if r.body.get("max_tokens") != 1]
+
+
+def test_rows_run_on_the_served_models(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    result = pytester.runpytest(*served_args(server, "--llmeval-no-cache"), "bench.jsonl")
+    result.assert_outcomes(passed=len(WORDS))
+    posts = generation_posts(server)
+    # Every row once per column, each request the row's prompt as the user message, greedy.
+    assert sorted((p.body["model"], p.prompt) for p in posts) == sorted(
+        (m, w) for m in ("base-id", "lora-id") for w in WORDS
+    )
+    for p in posts:
+        assert p.path == "/v1/chat/completions"
+        assert p.body["messages"] == [{"role": "user", "content": p.prompt}]
+        assert p.body["temperature"] == 0.0 and p.body["top_p"] == 1.0
+        assert p.body["max_tokens"] == 4  # the row's max_new_tokens
+        assert p.body["seed"] == 0  # the server accepts seeds (the probe found out)
+        assert p.headers["authorization"] == f"Bearer {KEY}"
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["base_model"] == "base-id"
+    assert doc["adapter_path"] == "lora-id"
+    endpoint = doc["inference_config"]["endpoint"]
+    assert endpoint["urls"] == [server.url]
+    assert endpoint["concurrency"] == 16
+    served = endpoint["models"]
+    assert served["base"]["model"] == "base-id"
+    assert served["base"]["reported_model"] == "served/base-id"
+    assert served["adapter"]["system_fingerprint"] == "fp_fault_server"
+    assert served["adapter"]["settings"]["seed"] == 0
+    assert served["base"]["date"]
+    assert doc["hardware"].startswith("endpoint")
+    rows_of = doc["benchmarks"][0]["rows"]
+    assert {r["models"]["adapter"]["output"] for r in rows_of} == {w[::-1] for w in WORDS}
+
+
+def test_the_key_is_nowhere(pytester: pytest.Pytester, server: FaultServer) -> None:
+    """Not in the terminal, results.json, the HTML report, the JUnit XML or the generation cache: not even
+    where the server itself echoes it back (a 401's message) or a row's request fails."""
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    server.fail("word0", *[status(500, f"internal error for key {KEY}")] * 40)
+    args = served_args(
+        server, "--llmeval-html=report.html", "--junitxml=junit.xml", "--llmeval-cache-dir=gen-cache"
+    )
+    result = pytester.runpytest(*args, "bench.jsonl")
+    result.assert_outcomes(passed=len(WORDS) - 1, failed=1)
+    seen = [result.stdout.str(), result.stderr.str()]
+    for path in pytester.path.rglob("*"):
+        if path.is_file():
+            seen.append(path.read_bytes().decode("utf-8", "replace"))
+    assert len(seen) > 5
+    assert not [s for s in seen if KEY in s]
+    # and a wrong key stops the run before any test, without printing the key it sent either
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    with FaultServer(models=("base-id", "lora-id"), api_key="sk-other") as other:
+        refused = pytester.runpytest(*served_args(other), "bench.jsonl")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert KEY not in refused.stdout.str() + refused.stderr.str()
+
+
+def test_a_row_that_keeps_failing_is_its_own_error(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    # word2 fails for good; word3 fails twice and then is answered (retried); the rest are answered.
+    server.fail("word2", *[status(503, "overloaded")] * 40)
+    server.fail("word3", status(500), status(429, "slow down", {"Retry-After": "0"}))
+    result = pytester.runpytest(*served_args(server, "--llmeval-no-cache"), "bench.jsonl")
+    result.assert_outcomes(passed=len(WORDS) - 1, failed=1)
+    result.stdout.fnmatch_lines(["*bench.jsonl:3: *(*-id) at the endpoint: *503*overloaded*"])
+    doc = json.loads((pytester.path / "results.json").read_text())
+    by_id = {r["id"]: r for r in doc["benchmarks"][0]["rows"]}
+    assert by_id["r3"]["models"]["adapter"]["output"] == "3drow"
+    assert doc["inference_config"]["endpoint"]["requests"]["retries"] >= 2
+
+
+def test_unreachable_endpoint_stops_the_run_first(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    url = dead_url()
+    result = pytester.runpytest(
+        f"--llmeval-endpoint={url}", "--base-model=base-id", "--llmeval-request-timeout=1", "bench.jsonl"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR: llmeval:")]
+    assert len(errors) == 1 and url in errors[0] and "base-id" in errors[0]
+    assert not (pytester.path / "results.json").exists()
+
+
+def test_unknown_model_id_stops_the_run_first(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    args = [a if a != "--adapter=lora-id" else "--adapter=no-such-lora" for a in served_args(server)]
+    result = pytester.runpytest(*args, "bench.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: llmeval: *no-such-lora*"])
+    assert generation_posts(server) == []
+
+
+def test_the_endpoint_needs_a_served_base_id(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    result = pytester.runpytest(f"--llmeval-endpoint={server.url}", "bench.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: llmeval: --llmeval-endpoint: name the served base model*"])
+
+
+def test_log_likelihood_rows_skip_with_the_reason(pytester: pytest.Pytester, server: FaultServer) -> None:
+    measured = [
+        row(
+            "p1",
+            instruction="",
+            input="Some text to measure.",
+            expected="",
+            evaluation_type="perplexity",
+            evaluation_config={"threshold": 100.0},
+        ),
+        row(
+            "m1",
+            instruction="Pick one",
+            expected="a",
+            evaluation_type="multiple_choice",
+            evaluation_config={"choices": ["a", "b"]},
+        ),
+    ]
+    pytester.makefile(".jsonl", bench=jsonl(rows()[:2] + measured))
+    result = pytester.runpytest(*served_args(server, "--llmeval-no-cache"), "-rs", "bench.jsonl")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines(["*perplexity rows need the model's log-likelihood*endpoint*"])
+
+
+def test_served_outputs_are_cached(pytester: pytest.Pytester, server: FaultServer) -> None:
+    """A re-run asks the server nothing but the probe: the outputs are in the cache, keyed by the model id,
+    what the server reports of it (model, fingerprint) and the decoding settings."""
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    args = served_args(server, "--llmeval-cache-dir=gen-cache")
+    pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    first = len(generation_posts(server))
+    assert first == 2 * len(WORDS)
+    pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    assert len(generation_posts(server)) == first  # nothing generated again
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["inference_config"]["cache"]["hits"]["base"] == 2 * len(WORDS)
+    # The server now reports another fingerprint (a new build of the model): everything is asked again.
+    with FaultServer(models=("base-id", "lora-id"), api_key=KEY, report_model_as="other-build") as moved:
+        moved_args = [a.replace(server.url, moved.url) for a in args]
+        pytester.runpytest(*moved_args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+        assert len(generation_posts(moved)) == 2 * len(WORDS)
+
+
+def test_requests_spread_over_several_urls(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMEVAL_TEST_KEY", KEY)
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    with (
+        FaultServer(models=("base-id", "lora-id"), api_key=KEY) as one,
+        FaultServer(models=("base-id", "lora-id"), api_key=KEY) as two,
+    ):
+        args = served_args(one, "--llmeval-no-cache", f"--llmeval-endpoint={two.url}")
+        pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+        assert generation_posts(one) and generation_posts(two)
+        assert len(generation_posts(one)) + len(generation_posts(two)) == 2 * len(WORDS)
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["inference_config"]["endpoint"]["urls"] == [one.url, two.url]
+
+
+def test_served_run_is_the_same_under_xdist(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    args = served_args(server, "--llmeval-no-cache")
+    pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    serial = json.loads((pytester.path / "results.json").read_text())
+    pytester.runpytest_subprocess(*args, "-n", "2", "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    parallel = json.loads((pytester.path / "results.json").read_text())
+
+    def outputs(doc: dict[str, Any]) -> list[Any]:
+        return sorted((r["id"], r["models"]) for r in doc["benchmarks"][0]["rows"])
+
+    assert outputs(parallel) == outputs(serial)
+
+    def served(doc: dict[str, Any]) -> dict[str, Any]:
+        # Each process probes the models itself: when it did differs, what it found must not.
+        models = doc["inference_config"]["endpoint"]["models"]
+        return {c: {k: v for k, v in m.items() if k != "date"} for c, m in models.items()}
+
+    assert served(parallel) == served(serial)
+    assert parallel["inference_config"]["endpoint"]["requests"]["requests"] >= 2 * len(WORDS)
+
+
+def test_llm_fixture_is_the_served_model(pytester: pytest.Pytester, server: FaultServer) -> None:
+    pytester.makepyfile(
+        """
+        def test_generate(llm, llm_base, llm_models):
+            assert llm.generate(["abc"]) == ["cba"]
+            assert llm_base.generate(["xyz"], chat=False) == ["zyx"]
+            assert set(llm_models) == {"base", "adapter"}
+        """
+    )
+    result = pytester.runpytest(*served_args(server))
+    result.assert_outcomes(passed=1)
+    raw = [p for p in server.posts() if p.path == "/v1/completions"]
+    assert [(p.body["model"], p.body["prompt"]) for p in raw] == [("base-id", "xyz")]
