@@ -228,8 +228,12 @@ def _embedded() -> ResolvedBase:
 
 
 def downloads_off() -> bool:
-    """HF_HUB_OFFLINE set to a true value (the plugin sets it for --llmeval-offline)."""
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """HF_HUB_OFFLINE (the plugin sets it for --llmeval-offline) or transformers' older TRANSFORMERS_OFFLINE
+    set to a true value, as huggingface_hub reads them."""
+    return any(
+        os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        for name in (OFFLINE_ENV, "TRANSFORMERS_OFFLINE")
+    )
 
 
 def looks_like_hub_id(name: str) -> bool:
@@ -267,6 +271,21 @@ def fetch_snapshot(name: str, subject: str, patterns: Sequence[Sequence[str]]) -
                 f"(`hf download {name}`), or pass a local folder"
             )
         return found, None
+    try:
+        # huggingface_hub's snapshot_download answers an unreachable Hub (or a 5xx, or a repository gone)
+        # with the cached snapshot and no word: ask the Hub first, so a stale copy is said to be one.
+        from huggingface_hub import HfApi
+
+        HfApi().repo_info(name)
+    except Exception as exc:  # network, 404, a gated repository: each ends in its reason
+        reason = _one_line(exc)
+        found = cached()
+        if found is not None:
+            return found, f"the Hub could not be reached ({reason}): used the Hugging Face cache's copy"
+        raise ModelError(
+            f"{subject} could not be downloaded from the Hugging Face Hub ({reason}): check the id, "
+            "the network and HF_TOKEN (gated models), or pass a local folder"
+        ) from None
     reason = "no weights files in the repository"
     for allow in patterns:
         try:
@@ -292,23 +311,20 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _has_weights(folder: Path) -> bool:
-    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+    names = ("model*.safetensors", "pytorch_model*.bin", "adapter_model.safetensors", "adapter_model.bin")
+    return any(any(folder.glob(n)) for n in names)
 
 
-# What a model's snapshot needs (no ONNX, GGUF, Flax or TF copies): config, tokenizer, chat template, weights.
+# Where the LocoLLM layout keeps an adapter's training data (find_training_file).
+TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
+# What a model's snapshot needs (no ONNX, GGUF, Flax or TF copies): config, tokenizer, chat template, weights
+# as transformers names them (fnmatch's * crosses "/": `*.safetensors` would also take Mistral's
+# consolidated.safetensors and subfolder copies, and `*.bin` a training_args.bin).
 MODEL_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
-MODEL_PATTERNS = ((*MODEL_FILES, "*.safetensors"), (*MODEL_FILES, "*.bin"))
+MODEL_PATTERNS = ((*MODEL_FILES, "model*.safetensors"), (*MODEL_FILES, "pytorch_model*.bin"))
 # An adapter's snapshot: what peft loads, metadata.json, and training data kept beside it (held_out gate).
-ADAPTER_PATTERNS = (
-    (
-        "adapter_config.json",
-        "adapter_model.safetensors",
-        "adapter_model.bin",
-        "metadata.json",
-        "*.jsonl",
-        "data/*.jsonl",
-    ),
-)
+ADAPTER_FILES = ("adapter_config.json", "metadata.json", *TRAINING_FILES)
+ADAPTER_PATTERNS = ((*ADAPTER_FILES, "adapter_model.safetensors"), (*ADAPTER_FILES, "adapter_model.bin"))
 
 
 def _resolve(name: str, option: str) -> ResolvedBase:
@@ -348,9 +364,6 @@ def adapter_config(adapter: Path) -> dict[str, Any]:
         return check_adapter_folder(adapter)
     except InputError as exc:
         raise ModelError(str(exc)) from None
-
-
-TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/training.jsonl")
 
 
 def find_training_file(adapter: Path | None) -> Path | None:

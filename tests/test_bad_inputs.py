@@ -269,6 +269,34 @@ BAD_INPUTS = [
         "pytest took its rootdir */trainer and configfile */trainer/pyproject.toml from the value of "
         "`--adapter trainer/adapters/tiny` *; write `--adapter=trainer/adapters/tiny`, or add --rootdir=.",
     ),
+    Bad(
+        "hub-id-offline",
+        "a Hub id that is not in the Hugging Face cache, downloads off",
+        lambda p, m: ["--llmeval-offline", "--base-model=some-org/absent-model", "-p", "no:cacheprovider"],
+        "--base-model 'some-org/absent-model' is not in the Hugging Face cache and downloads are off "
+        "(HF_HUB_OFFLINE=1 or --llmeval-offline): download it once with network (`hf download "
+        "some-org/absent-model`), or pass a local folder",
+    ),
+    Bad(
+        "endpoint-without-base",
+        "--llmeval-endpoint without --base-model",
+        lambda p, m: ["--llmeval-endpoint=http://127.0.0.1:9/v1"],
+        "--llmeval-endpoint: name the served base model with --base-model MODEL_ID (an id its /v1/models "
+        "lists)",
+    ),
+    Bad(
+        "endpoint-not-a-url",
+        "--llmeval-endpoint that is not an http(s) URL",
+        lambda p, m: ["--llmeval-endpoint=localhost:8000/v1", "--base-model=m"],
+        "--llmeval-endpoint localhost:8000/v1: expected an http(s) base URL such as http://127.0.0.1:8000/v1",
+    ),
+    Bad(
+        "endpoint-unreachable",
+        "an --llmeval-endpoint that nothing answers at",
+        lambda p, m: ["--llmeval-endpoint=http://127.0.0.1:9/v1", "--base-model=m"],
+        "endpoint http://127.0.0.1:9/v1 model 'm': unreachable (connection failed (*); 6 attempts); check "
+        "that the server is running and the URL ends in /v1",
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy as copy_module
 import dataclasses
 import json
 import multiprocessing
@@ -543,7 +544,8 @@ def test_identify_reads_contents_not_paths(tmp_path: Path, tiny_with_adapter: Lo
     assert set(identity.software) == {"torch", "transformers", "peft", "code"}
     copy = Path(shutil.copytree(tiny_with_adapter.base.path, tmp_path / "copy"))
     elsewhere = ResolvedBase(name="copy", path=str(copy), quantization=None)
-    moved = dataclasses.replace(tiny_with_adapter, base=elsewhere)
+    moved = copy_module.copy(tiny_with_adapter)  # the same loaded model, said to come from the copy
+    moved.base = elsewhere
     assert identify(moved, index) == identity
     same_size_edit(copy / "model.safetensors")
     changed = identify(moved, index)
@@ -604,3 +606,51 @@ def test_plugin_damaged_entry_warns_and_no_cache(pytester: pytest.Pytester, tiny
     both = pytester.runpytest(*args, "--llmeval-no-cache", "--llmeval-cache-dir=elsewhere")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
     both.stderr.fnmatch_lines(["*--llmeval-no-cache and --llmeval-cache-dir*"])
+
+
+def test_plugin_fully_cached_rerun_loads_no_weights(
+    pytester: pytest.Pytester, tmp_path: Path, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    """Generated, perplexity and multiple-choice rows: the second run finds every output and measurement in
+    the cache and never loads the weights (results.json says so), with the same rows; a new adapter
+    version loads them again, on its first miss."""
+    pytester.makeini("[pytest]\n")
+    measured = [
+        row(
+            "p1",
+            instruction="",
+            input="Some text to measure, twice over.",
+            expected="",
+            evaluation_type="perplexity",
+            evaluation_config={"threshold": 1e9},
+        ),
+        row(
+            "m1",
+            instruction="Pick a colour",
+            expected="red",
+            evaluation_type="multiple_choice",
+            evaluation_config={"choices": ["red", "green"]},
+        ),
+    ]
+    pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", input=f"item {i}") for i in range(3)] + measured))
+    args = [f"--base-model={tiny_model}", "-m", "not gate"]
+
+    def run(name: str, adapter: Path = tiny_adapter) -> dict[str, Any]:
+        pytester.runpytest(*args, f"--adapter={adapter}", f"--llmeval-results={name}")
+        return json.loads((pytester.path / name).read_text())
+
+    def rows(doc: dict[str, Any]) -> list[Any]:
+        return [[r["id"], r["models"]] for r in doc["benchmarks"][0]["rows"]]
+
+    first = run("first.json")
+    assert first["inference_config"]["weights_loaded"] is True
+    assert first["inference_config"]["cache"]["misses"] == {"base": 5, "adapter": 5}
+    second = run("second.json")
+    assert second["inference_config"]["weights_loaded"] is False
+    assert second["inference_config"]["cache"]["hits"] == {"base": 5, "adapter": 5}
+    assert second["inference_config"]["cache"]["misses"] == {"base": 0, "adapter": 0}
+    assert rows(second) == rows(first)
+    new = changed_adapter(tiny_adapter, tmp_path / "adapter-v2")
+    third = run("third.json", new)
+    assert third["inference_config"]["weights_loaded"] is True
+    assert third["inference_config"]["cache"]["hits"]["base"] == 5

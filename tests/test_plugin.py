@@ -321,11 +321,23 @@ def test_llm_fixtures_share_weights(pytester: pytest.Pytester, tiny_model: Path,
 # --- errors that stop the run before any test -------------------------------------------------------
 
 
-def test_wrong_adapter_path_stops_the_run(pytester: pytest.Pytester, tiny_model: Path) -> None:
+def test_wrong_adapter_path_stops_the_run(
+    pytester: pytest.Pytester, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
+    result = pytester.runpytest(*model_args(tiny_model), "--adapter", "/no/such/adapter")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: llmeval: --adapter /no/such/adapter: no such folder"])
+    # A relative path could be a Hub id too: the message says both (offline here: the Hub is not asked).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = pytester.runpytest(*model_args(tiny_model), "--adapter", "adapters/nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: llmeval: --adapter adapters/nope: no such folder"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: llmeval: --adapter adapters/nope: no such folder, and as a Hugging Face Hub id it is not "
+            "in the Hugging Face cache and downloads are off*"
+        ]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
@@ -338,11 +350,16 @@ def test_adapter_for_another_architecture_stops_the_run(
     result.stderr.fnmatch_lines(["ERROR: llmeval: adapter * was not made for base model *does not fit*"])
 
 
-def test_base_model_not_available_offline_stops_the_run(pytester: pytest.Pytester) -> None:
+def test_base_model_not_available_offline_stops_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makefile(".jsonl", bench=jsonl(ROWS))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = pytester.runpytest("--base-model", "some-org/not-on-this-machine")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: llmeval: --base-model 'some-org/not-on-this-machine' is neither*"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: llmeval: --base-model 'some-org/not-on-this-machine' is not in the Hugging Face cache and*"]
+    )
 
 
 def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
