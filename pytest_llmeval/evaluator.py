@@ -226,7 +226,7 @@ class ServedLLM:
         failed = [a.error for a in answers if a.text is None]
         if failed:
             raise RowError(f"{model_id} at the endpoint: {len(failed)} of {len(answers)} failed: {failed[0]}")
-        return [str(a.text) for a in answers]
+        return [str(a.text).strip() for a in answers]  # stripped as generation.generate strips
 
     def perplexity(self, *args: Any, **kwargs: Any) -> Any:
         raise RowError(
@@ -840,9 +840,11 @@ class Evaluator:
                     served_as = f"{column} ({self.served_id(column)})"
                     self.row_errors[n] = f"{self._where(n)}: {served_as} at the endpoint: {answer.error}"
                 continue
-            texts.setdefault(n, {})[column] = answer.text
+            # Stripped as generation.generate strips: a served text and an in-process one compare alike.
+            text = answer.text.strip()
+            texts.setdefault(n, {})[column] = text
             if cache is not None:
-                cache.put(material, answer.text)
+                cache.put(material, text)
         if cache is not None:
             cache.stats.hits["base"] += len(nodeids) * len(self.columns()) - len(asked)
             cache.stats.misses["base"] += len(asked)

@@ -212,7 +212,8 @@ def judge_runs_served(
                 for p, n, seed in zip(prompts, limits, seeds, strict=True)
             ]
         )
-        return [a.text for a in answers], [a.error for a in answers]
+        # Stripped as generation.generate strips its outputs.
+        return [None if a.text is None else a.text.strip() for a in answers], [a.error for a in answers]
 
     return _judge_runs(name, cases, outputs, fit, produce)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from locollm import validate_locollm
+from serving import merge_adapter
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -235,19 +236,10 @@ def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def merged_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """date-iso merged into the embedded base (peft's merge_and_unload), saved as a full model folder."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from pytest_llmeval.models import embedded_model_dir
 
-    base_dir = embedded_model_dir()
     folder = tmp_path_factory.mktemp("merged")
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    merged = PeftModel.from_pretrained(model, str(REPO / "adapters/date-iso")).merge_and_unload()
-    merged.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(base_dir).save_pretrained(folder)
-    return folder
+    return merge_adapter(embedded_model_dir(), REPO / "adapters/date-iso", folder)
 
 
 @pytest.fixture(scope="module")

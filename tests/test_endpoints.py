@@ -250,3 +250,30 @@ def test_llm_fixture_is_the_served_model(pytester: pytest.Pytester, server: Faul
     result.assert_outcomes(passed=1)
     raw = [p for p in server.posts() if p.path == "/v1/completions"]
     assert [(p.body["model"], p.body["prompt"]) for p in raw] == [("base-id", "xyz")]
+
+
+def test_the_judge_is_served_too(pytester: pytest.Pytester, server: FaultServer) -> None:
+    """llm_judge rows: the served judge grades each column's output in `runs` sampled requests (the row's
+    temperature, seed + run). The fault server answers the judge's request reversed, so a rubric written
+    backwards makes it answer 'Score: 8'."""
+    judged = row(
+        "j1",
+        instruction="hello",
+        expected="olleh",
+        evaluation_type="llm_judge",
+        evaluation_config={"rubric": "8 :erocS", "max_new_tokens": 4, "runs": 2, "temperature": 0.5},
+    )
+    pytester.makefile(".jsonl", bench=jsonl([judged]))
+    args = served_args(server, "--llmeval-no-cache", "--llmeval-judge-model=judge-id")
+    pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=1)
+    asked = [p for p in generation_posts(server) if p.body["model"] == "judge-id"]
+    assert sorted((p.body["temperature"], p.body["seed"]) for p in asked) == [
+        (0.5, 0),
+        (0.5, 0),
+        (0.5, 1),
+        (0.5, 1),
+    ]
+    assert all(p.prompt.startswith("8 :erocS") for p in asked)
+    doc = json.loads((pytester.path / "results.json").read_text())
+    score = doc["benchmarks"][0]["rows"][0]["models"]["adapter"]["score"]
+    assert score["value"] == pytest.approx(0.8)
