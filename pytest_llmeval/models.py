@@ -389,11 +389,25 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
     return meta
 
 
+# check_adapter_fits verdicts already reached in this process, by (weights, their size and mtime, base):
+# preflight runs at session start and again when the model loads, and building the meta model is ~1 s.
+_FITS: set[tuple[str, int, int, str]] = set()
+
+
 def check_adapter_fits(adapter: Path, base_path: str) -> None:
     """Check every LoRA tensor against the base architecture without loading weights (meta device)."""
     weights = adapter_weights(adapter)
     if weights is None or weights.suffix != ".safetensors":
         return  # a .bin adapter is checked when peft loads it
+    stat = weights.stat()
+    checked = (str(weights.resolve()), stat.st_size, stat.st_mtime_ns, base_path)
+    if checked in _FITS:
+        return
+    _check_adapter_fits(adapter, weights, base_path)
+    _FITS.add(checked)
+
+
+def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
     import torch
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
