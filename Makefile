@@ -67,6 +67,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/token_budget.py
 	$(BIN)/python bench/loglikelihood.py
 	$(BIN)/python bench/several_adapters.py
+	$(BIN)/python bench/cached_rerun.py
+	$(BIN)/python bench/endpoint_concurrency.py
 	@echo; echo "main job:"; time $(MAKE) --no-print-directory demo
 
 lint: $(STAMP)

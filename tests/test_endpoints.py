@@ -277,3 +277,28 @@ def test_the_judge_is_served_too(pytester: pytest.Pytester, server: FaultServer)
     doc = json.loads((pytester.path / "results.json").read_text())
     score = doc["benchmarks"][0]["rows"][0]["models"]["adapter"]["score"]
     assert score["value"] == pytest.approx(0.8)
+
+
+def test_a_served_reference_and_the_servers_quantization(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frontier model is one more served id, marked the reference (reported, never gated); the
+    quantization results.json states comes from the server's /v1/models where it says, else the option."""
+    monkeypatch.setenv("LLMEVAL_TEST_KEY", KEY)
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    with FaultServer(models=("base-id", "lora-id", "frontier"), api_key=KEY, quantization="Q4_K_M") as s:
+        args = served_args(s, "--llmeval-no-cache", "--llmeval-model=gpt=frontier", "--llmeval-reference=gpt")
+        pytester.runpytest(*args, "--llmeval-quantization=fp16", "bench.jsonl").assert_outcomes(
+            passed=len(WORDS)
+        )
+        assert {p.body["model"] for p in generation_posts(s)} == {"base-id", "lora-id", "frontier"}
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert doc["quantization"] == "Q4_K_M"  # the server's word wins over --llmeval-quantization
+    reference = next(m for m in doc["models"] if m["column"] == "gpt")
+    assert reference["kind"] == "reference" and reference["source"] == "frontier"
+    assert reference["served"]["model"] == "frontier" and reference["served"]["quantization"] == "Q4_K_M"
+    assert {r["id"]: r["models"]["gpt"]["output"] for r in doc["benchmarks"][0]["rows"]}["r0"] == "0drow"
+    with FaultServer(models=("base-id", "lora-id"), api_key=KEY) as plain:
+        args = served_args(plain, "--llmeval-no-cache", "--llmeval-quantization=GGUF Q4_K_M")
+        pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    assert json.loads((pytester.path / "results.json").read_text())["quantization"] == "GGUF Q4_K_M"
