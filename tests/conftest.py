@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import build_tiny_adapter, build_tiny_model
+from helpers import REPO, build_tiny_adapter, build_tiny_model
 from locollm import validate_locollm
 
 # numpy cannot be imported twice in one process, and pytester's in-process runs forget the modules they
@@ -26,6 +26,18 @@ def real_model() -> LoadedModel:
     from pytest_llmeval.models import ModelSpec, load
 
     return load(ModelSpec(dtype="float32", device="cpu"))
+
+
+@pytest.fixture(scope="session")
+def merged_date_iso(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo adapter date-iso merged into the embedded base (peft's merge_and_unload), saved once as a
+    full float32 model folder: a full model whose answers to dates differ from the base's."""
+    from serving import merge_adapter
+
+    from pytest_llmeval.models import embedded_model_dir
+
+    folder = tmp_path_factory.mktemp("merged-date-iso")
+    return merge_adapter(embedded_model_dir(), REPO / "adapters/date-iso", folder)
 
 
 @pytest.fixture(scope="session")

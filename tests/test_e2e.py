@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from locollm import validate_locollm
-from serving import merge_adapter
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -234,12 +233,9 @@ def test_fluency_of_generated_and_reference_texts(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def merged_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """date-iso merged into the embedded base (peft's merge_and_unload), saved as a full model folder."""
-    from pytest_llmeval.models import embedded_model_dir
-
-    folder = tmp_path_factory.mktemp("merged")
-    return merge_adapter(embedded_model_dir(), REPO / "adapters/date-iso", folder)
+def merged_model(merged_date_iso: Path) -> Path:
+    """date-iso merged into the embedded base, saved as a full model folder (conftest.py)."""
+    return merged_date_iso
 
 
 @pytest.fixture(scope="module")

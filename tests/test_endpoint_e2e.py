@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO
-from serving import Unpinned, merge_adapter, serve_unpinned
+from serving import Unpinned, serve_unpinned
 
 from pytest_llmeval import models
 from pytest_llmeval.scorers import SCORERS
@@ -39,10 +39,8 @@ def demo_rows() -> str:
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = models.embedded_model_dir()
-    merged = merge_adapter(base, REPO / "adapters/date-iso", tmp_path_factory.mktemp("merged"))
-    return {"base": base, "merged": merged}
+def folders(merged_date_iso: Path) -> dict[str, Path]:
+    return {"base": models.embedded_model_dir(), "merged": merged_date_iso}
 
 
 @pytest.fixture(scope="module")

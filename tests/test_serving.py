@@ -17,7 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 from openai.types.chat import ChatCompletion
-from serving import Endpoint, Served, merge_adapter, serve
+from serving import Endpoint, Served, serve
 
 from pytest_llmeval import generation, models
 from pytest_llmeval.benchmark import Case
@@ -50,11 +50,9 @@ def limit(case: Case) -> int:
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def folders(merged_date_iso: Path) -> dict[str, Path]:
     """The embedded base, and date-iso merged into it: two folders whose answers to dates differ."""
-    base = models.embedded_model_dir()
-    merged = merge_adapter(base, REPO / "adapters/date-iso", tmp_path_factory.mktemp("merged"))
-    return {"embedded": base, "merged": merged}
+    return {"embedded": models.embedded_model_dir(), "merged": merged_date_iso}
 
 
 @pytest.fixture(scope="module")
