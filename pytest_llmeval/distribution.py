@@ -26,7 +26,7 @@ class XdistHooks:
             return None
         from xdist.scheduler import LoadScopeScheduling
 
-        size = config.stash[EVALUATOR_KEY].options.batch_size
+        size = config.stash[EVALUATOR_KEY].chunk_size()
         # The controller collects nothing: rows are told from the node ids by the rule they were collected by.
         is_row = row_predicate(config.getini("llmeval_files"))
 

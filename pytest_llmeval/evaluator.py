@@ -371,14 +371,18 @@ class Evaluator:
         rows = [(r.benchmark["name"], r.case.id) for r in self.rows.values()]
         return [p.id for p in self.predictions() if not any(_predicts(p, b, i) for b, i in rows)]
 
+    def chunk_size(self) -> int:
+        """Rows per generation chunk (and per xdist work unit): --llmeval-batch-size, and under an endpoint
+        at least --llmeval-concurrency, since a chunk's requests are in flight together and a chunk smaller
+        than the concurrency would leave it idle."""
+        if self.served and self.options.endpoint is not None:
+            return max(self.options.batch_size, self.options.endpoint.concurrency)
+        return self.options.batch_size
+
     def set_rows(self, rows: Sequence[RowRef]) -> None:
         """Record the collected rows (in collection order) and split them into generation chunks."""
         self.rows = {r.nodeid: r for r in rows}
-        size = self.options.batch_size
-        if self.served and self.options.endpoint is not None:
-            # A chunk's requests are in flight together: a chunk smaller than the concurrency idles it.
-            size = max(size, self.options.endpoint.concurrency)
-        keys = chunk_keys([r.nodeid for r in rows], size, lambda n: n in self.rows)
+        keys = chunk_keys([r.nodeid for r in rows], self.chunk_size(), lambda n: n in self.rows)
         self._chunks = {}
         for r in rows:
             self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)

@@ -462,7 +462,9 @@ def pytest_configure(config: pytest.Config) -> None:
         threads = max(1, (os.cpu_count() or 1) // workers)
     opt = config.option
     if opt.llmeval_offline:
-        # Read by models.downloads_off, and by transformers and huggingface_hub in worker processes.
+        # Read by models.downloads_off, and by transformers and huggingface_hub in worker processes; put
+        # back as it was when the session ends (pytest may run in a process that goes on, as pytester's do).
+        config.stash[_OFFLINE_BEFORE_KEY] = os.environ.get(OFFLINE_ENV)
         os.environ[OFFLINE_ENV] = "1"
     endpoint = _endpoint_settings(config)
     served_adapters = [str(a) for a in opt.adapter or []] if endpoint is not None else []
@@ -1173,6 +1175,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(EVALUATOR_KEY, None)
     if run is not None and not _is_worker(config):
         run.store.remove()
+    if _OFFLINE_BEFORE_KEY in config.stash:
+        before = config.stash[_OFFLINE_BEFORE_KEY]
+        if before is None:
+            os.environ.pop(OFFLINE_ENV, None)
+        else:
+            os.environ[OFFLINE_ENV] = before
+
+
+_OFFLINE_BEFORE_KEY = pytest.StashKey[str | None]()  # HF_HUB_OFFLINE before --llmeval-offline set it
 
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()

@@ -220,7 +220,11 @@ def test_served_run_is_the_same_under_xdist(pytester: pytest.Pytester, server: F
     args = served_args(server, "--llmeval-no-cache")
     pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
     serial = json.loads((pytester.path / "results.json").read_text())
-    pytester.runpytest_subprocess(*args, "-n", "2", "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    asked = len(generation_posts(server))
+    # Chunks of 3 rows (the concurrency, above the batch size): each worker asks for its own chunks only.
+    more = ["--llmeval-batch-size=2", "--llmeval-concurrency=3", "-n", "2"]
+    pytester.runpytest_subprocess(*args, *more, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+    assert len(generation_posts(server)) - asked == 2 * len(WORDS)
     parallel = json.loads((pytester.path / "results.json").read_text())
 
     def outputs(doc: dict[str, Any]) -> list[Any]:

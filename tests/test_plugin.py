@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -360,6 +361,21 @@ def test_base_model_not_available_offline_stops_the_run(
     result.stderr.fnmatch_lines(
         ["ERROR: llmeval: --base-model 'some-org/not-on-this-machine' is not in the Hugging Face cache and*"]
     )
+
+
+def test_offline_option_is_undone_when_the_session_ends(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--llmeval-offline sets HF_HUB_OFFLINE for the session (workers and transformers read it) and puts
+    it back after: a process that goes on (pytester's in-process runs, an IDE) is not left offline."""
+    pytester.makefile(".jsonl", bench=jsonl(ROWS))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    result = pytester.runpytest("--llmeval-offline", "--base-model", "some-org/not-on-this-machine")
+    result.stderr.fnmatch_lines(["*downloads are off*"])  # it was on during the run
+    assert "HF_HUB_OFFLINE" not in os.environ
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    pytester.runpytest("--llmeval-offline", "--base-model", "some-org/not-on-this-machine")
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
 
 
 def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
