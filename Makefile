@@ -48,7 +48,7 @@ COVERAGE_FLOOR ?= 77
 # Serially: the interrupt and crash tests time real signals, and run beside other tests on 2 cores they read
 # contention as failure. (The pytester tests run the plugin itself under -n 2.)
 test: $(STAMP)
-	$(BIN)/pytest -q --cov=pytest_llmeval --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest -q --durations=15 --cov=pytest_llmeval --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 # The quick loop: everything but the real model, the browser and the sandbox at scale (tests marked slow).
 test-fast: $(STAMP)

@@ -69,6 +69,16 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
+_non_negative_int.__name__ = "integer >= 0"
+
+
 # argparse names the type in its error: "argument --llmeval-device: invalid auto|cpu|cuda|cuda:N value"
 _device.__name__ = DEVICES_HELP
 
@@ -194,6 +204,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="one endpoint request's timeout; 408/429/5xx, timeouts and dropped connections are retried "
         "with backoff (Retry-After honoured) (default 120)",
+    )
+    group.addoption(
+        "--llmeval-retries",
+        type=_non_negative_int,
+        default=5,
+        metavar="N",
+        help="retries of one endpoint request after the first attempt (default 5: backoff 0.5, 1, 2, 4, 8 s)",
     )
     group.addoption(
         "--llmeval-deadline",
@@ -466,6 +483,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # back as it was when the session ends (pytest may run in a process that goes on, as pytester's do).
         config.stash[_OFFLINE_BEFORE_KEY] = os.environ.get(OFFLINE_ENV)
         os.environ[OFFLINE_ENV] = "1"
+    model_given = opt.adapter is not None or opt.base_model is not None or bool(opt.llmeval_model)
+    if opt.llmeval_predictions is not None and (model_given or opt.llmeval_endpoint):
+        # Before anything is looked for (an --adapter Hub id would be downloaded next).
+        raise pytest.UsageError(
+            "--llmeval-predictions scores saved outputs and loads no model: "
+            "leave out --adapter, --base-model, --llmeval-model and --llmeval-endpoint"
+        )
     endpoint = _endpoint_settings(config)
     served_adapters = [str(a) for a in opt.adapter or []] if endpoint is not None else []
     adapters = [] if endpoint is not None else _adapter_folders(opt.adapter or [])
@@ -499,12 +523,6 @@ def pytest_configure(config: pytest.Config) -> None:
         domain_globs=tuple(domain_globs),
         train_data=opt.llmeval_train_data or find_training_file(first),
     )
-    model_given = opt.adapter is not None or opt.base_model is not None or bool(opt.llmeval_model)
-    if opt.llmeval_predictions is not None and (model_given or endpoint is not None):
-        raise pytest.UsageError(
-            "--llmeval-predictions scores saved outputs and loads no model: "
-            "leave out --adapter, --base-model, --llmeval-model and --llmeval-endpoint"
-        )
     if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
         raise pytest.UsageError(
             "--llmeval-fluency measures each model's outputs with that model's log-likelihoods, which an "
@@ -602,6 +620,7 @@ def _endpoint_settings(config: pytest.Config) -> EndpointSettings | None:
         concurrency=opt.llmeval_concurrency,
         timeout_s=opt.llmeval_request_timeout,
         deadline_s=opt.llmeval_deadline,
+        max_retries=opt.llmeval_retries,
     )
 
 

@@ -192,10 +192,11 @@ BAD_INPUTS = [
     ),
     Bad(
         "judge-not-here",
-        "--llmeval-judge-model that is neither a folder nor in the hub cache",
-        lambda p, m: [*_predictions(p), "--llmeval-judge-model=some-org/judge"],
-        "--llmeval-judge-model 'some-org/judge' is neither a local model folder nor in the Hugging Face "
-        "cache, *leave --llmeval-judge-model out to use its default.",
+        "--llmeval-judge-model that is neither a folder nor in the hub cache, downloads off",
+        lambda p, m: [*_predictions(p), "--llmeval-offline", "--llmeval-judge-model=some-org/judge"],
+        "--llmeval-judge-model 'some-org/judge' is not in the Hugging Face cache and downloads are off "
+        "(HF_HUB_OFFLINE=1 or --llmeval-offline): download it once with network (`hf download "
+        "some-org/judge`), or pass a local folder",
     ),
     Bad(
         "results-under-a-file",
@@ -293,8 +294,8 @@ BAD_INPUTS = [
     Bad(
         "endpoint-unreachable",
         "an --llmeval-endpoint that nothing answers at",
-        lambda p, m: ["--llmeval-endpoint=http://127.0.0.1:9/v1", "--base-model=m"],
-        "endpoint http://127.0.0.1:9/v1 model 'm': unreachable (connection failed (*); 6 attempts); check "
+        lambda p, m: ["--llmeval-endpoint=http://127.0.0.1:9/v1", "--base-model=m", "--llmeval-retries=1"],
+        "endpoint http://127.0.0.1:9/v1 model 'm': unreachable (connection failed (*); 2 attempts); check "
         "that the server is running and the URL ends in /v1",
     ),
 ]

@@ -47,6 +47,7 @@ def served_args(server: FaultServer, *more: str) -> list[str]:
         "-p",
         "no:cacheprovider",
         "--llmeval-request-timeout=5",
+        "--llmeval-retries=2",  # a failing row waits 0.5 + 1 s of backoff, not 15
         *more,
     ]
 
@@ -93,7 +94,7 @@ def test_the_key_is_nowhere(pytester: pytest.Pytester, server: FaultServer) -> N
     """Not in the terminal, results.json, the HTML report, the JUnit XML or the generation cache: not even
     where the server itself echoes it back (a 401's message) or a row's request fails."""
     pytester.makefile(".jsonl", bench=jsonl(rows()))
-    server.fail("word0", *[status(500, f"internal error for key {KEY}")] * 40)
+    server.fail("word0", *[status(500, f"internal error for key {KEY}")] * 10)
     args = served_args(
         server, "--llmeval-html=report.html", "--junitxml=junit.xml", "--llmeval-cache-dir=gen-cache"
     )
@@ -116,7 +117,7 @@ def test_the_key_is_nowhere(pytester: pytest.Pytester, server: FaultServer) -> N
 def test_a_row_that_keeps_failing_is_its_own_error(pytester: pytest.Pytester, server: FaultServer) -> None:
     pytester.makefile(".jsonl", bench=jsonl(rows()))
     # word2 fails for good; word3 fails twice and then is answered (retried); the rest are answered.
-    server.fail("word2", *[status(503, "overloaded")] * 40)
+    server.fail("word2", *[status(503, "overloaded")] * 10)
     server.fail("word3", status(500), status(429, "slow down", {"Retry-After": "0"}))
     result = pytester.runpytest(*served_args(server, "--llmeval-no-cache"), "bench.jsonl")
     result.assert_outcomes(passed=len(WORDS) - 1, failed=1)
@@ -131,7 +132,7 @@ def test_unreachable_endpoint_stops_the_run_first(pytester: pytest.Pytester) -> 
     pytester.makefile(".jsonl", bench=jsonl(rows()))
     url = dead_url()
     result = pytester.runpytest(
-        f"--llmeval-endpoint={url}", "--base-model=base-id", "--llmeval-request-timeout=1", "bench.jsonl"
+        f"--llmeval-endpoint={url}", "--base-model=base-id", "--llmeval-retries=1", "bench.jsonl"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: llmeval:")]

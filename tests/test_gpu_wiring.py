@@ -109,6 +109,8 @@ def test_loaded_model_judge_and_embedder_share_the_workers_gpu(fake_gpus: FakeGp
     judge = run._model_named(str(tiny_model))
     assert judge is not loaded  # a model of its own...
     assert (judge.device, judge.dtype) == (loaded.device, loaded.dtype)  # ...on the same GPU
+    assert moved == [torch.device("cuda", 1)]  # its weights load on first use
+    assert next(judge.model.parameters()).dtype == torch.bfloat16
     assert moved == [torch.device("cuda", 1)] * 2
     try:
         run._embedding_model()

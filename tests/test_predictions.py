@@ -69,7 +69,9 @@ def test_bad_predictions_file_stops_the_run(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*preds.txt:2: id, prediction must be strings*"])
     result = pytester.runpytest("--llmeval-predictions=preds.txt", "--adapter=x")
-    result.stderr.fnmatch_lines(["*leave out --adapter, --base-model and --llmeval-model*"])
+    result.stderr.fnmatch_lines(
+        ["*leave out --adapter, --base-model, --llmeval-model and --llmeval-endpoint*"]
+    )
 
 
 def test_load_predictions_reports_every_bad_line(tmp_path: Path) -> None:

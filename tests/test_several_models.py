@@ -464,7 +464,10 @@ def test_llm_models_fixture(pytester: pytest.Pytester, tiny_run: dict[str, Path]
     [
         (["--llmeval-reference=nobody"], "--llmeval-reference nobody: no --llmeval-model is named 'nobody'"),
         (["--llmeval-model=alpha=x"], "the name 'alpha' is taken by another column"),
-        (["--llmeval-model=ghost=/no/such/model"], "--llmeval-model ghost*is neither a local model folder"),
+        (
+            ["--llmeval-model=ghost=/no/such/model"],
+            "--llmeval-model ghost*: no such folder (and not a Hugging*",
+        ),
     ],
 )
 def test_bad_columns_stop_the_run_in_one_line(
