@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval import gates
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
@@ -38,7 +38,6 @@ from pytest_llmeval.cache import (
     identify,
     model_files,
 )
-from pytest_llmeval.endpoint import EndpointError, EndpointSettings, ServedModel
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata, resolve_base
@@ -56,6 +55,11 @@ from pytest_llmeval.results import comparison_blocks, comparison_values, previou
 from pytest_llmeval.roster import Member, Roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS, Score
+
+if TYPE_CHECKING:
+    # Imported where used: the plugin imports this module at pytest's start, and runs without an endpoint
+    # never need the client.
+    from pytest_llmeval.endpoint import EndpointSettings, ServedModel
 
 GATE_PREFIX = "gate::"
 
@@ -757,6 +761,8 @@ class Evaluator:
     def served_models(self) -> dict[str, ServedModel]:
         """What the servers say of each model id (one tiny request each, once per process): an unreachable
         URL or an unknown id raises EndpointError, and is remembered for every later row."""
+        from pytest_llmeval.endpoint import EndpointError
+
         if self._served_error is not None:
             raise EndpointError(self._served_error)
         if self._served is None:
@@ -804,7 +810,7 @@ class Evaluator:
         template in-process; the server applies its own template. Outputs already in the generation cache
         are served from it; a request that still fails after its retries is that row's error."""
         from pytest_llmeval.cache import key_material
-        from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.endpoint import EndpointError, Request
         from pytest_llmeval.generation import user_message
 
         try:

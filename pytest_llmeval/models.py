@@ -241,15 +241,27 @@ def looks_like_hub_id(name: str) -> bool:
     return HUB_ID.fullmatch(name) is not None and not name.startswith((".", "/", "~"))
 
 
+# fetch_snapshot's answers in this process: a run resolves one model several times (its identity, the
+# checks before the run, the load, the fingerprints), and each would ask the Hub again.
+_SNAPSHOTS: dict[tuple[str, tuple[tuple[str, ...], ...], bool], tuple[Path, str | None]] = {}
+
+
 def fetch_snapshot(name: str, subject: str, patterns: Sequence[Sequence[str]]) -> tuple[Path, str | None]:
     """A hub repository's files on this machine: downloaded on first use (huggingface_hub's cache, shared
     with transformers), or found in that cache when downloads are off or the Hub cannot be reached.
 
     `patterns`: allow_patterns to try in turn until one gives weights (safetensors first, so a repository
     that has both formats is not downloaded twice). Returns the folder and a note when a cached copy stood
-    in for a download that failed. Raises ModelError in one line: which model, why, what
+    in for a download that failed, once per process. Raises ModelError in one line: which model, why, what
     to do; `subject` starts it (`--base-model 'org/x'`).
     """
+    key = (name, tuple(tuple(p) for p in patterns), downloads_off())
+    if key not in _SNAPSHOTS:
+        _SNAPSHOTS[key] = _fetch_snapshot(name, subject, patterns)
+    return _SNAPSHOTS[key]
+
+
+def _fetch_snapshot(name: str, subject: str, patterns: Sequence[Sequence[str]]) -> tuple[Path, str | None]:
     from huggingface_hub import snapshot_download
 
     def cached() -> Path | None:

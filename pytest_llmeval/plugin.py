@@ -14,12 +14,11 @@ import tempfile
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.endpoint import EndpointError, EndpointSettings
 from pytest_llmeval.evaluator import (
     Evaluator,
     GateOptions,
@@ -51,6 +50,9 @@ from pytest_llmeval.records import BenchmarkInfo
 from pytest_llmeval.roster import Roster, RosterError, build_roster, served_sides
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
+
+if TYPE_CHECKING:
+    from pytest_llmeval.endpoint import EndpointSettings
 
 DEVICES_HELP = "auto|cpu|cuda|cuda:N"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -614,6 +616,8 @@ def _endpoint_settings(config: pytest.Config) -> EndpointSettings | None:
             "llmeval: --llmeval-endpoint: name the served base model with --base-model MODEL_ID (an id its "
             "/v1/models lists)"
         )
+    from pytest_llmeval.endpoint import EndpointSettings
+
     return EndpointSettings(
         urls=tuple(opt.llmeval_endpoint),
         api_key_env=opt.llmeval_api_key_env,
@@ -851,6 +855,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from pytest_llmeval import models
 
     if run.served:
+        from pytest_llmeval.endpoint import EndpointError
+
         # One tiny request per served id: an unreachable URL, a refused key or an unknown id stops here.
         try:
             run.served_models()

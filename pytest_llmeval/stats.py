@@ -446,20 +446,25 @@ ADJUSTMENTS = ("holm", "none")
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment of a family of p-values (statsmodels' multipletests, method "holm").
+    """Holm's step-down adjustment of a family of p-values (Holm 1979), in the order given.
 
-    Rejecting where the adjusted p < alpha keeps the chance of any false "significant" in the family at or
-    below alpha, however the tests depend on each other; it is uniformly more powerful than Bonferroni.
+    Sorted ascending, the i-th smallest of m (i from 0) is multiplied by m - i, the running maximum of
+    those is taken (an adjusted p never falls below a smaller raw p's), and each is capped at 1. Rejecting
+    where the adjusted p < alpha keeps the chance of any false "significant" in the family at or below
+    alpha, however the tests depend on each other; it is uniformly more powerful than Bonferroni. Checked
+    against statsmodels' multipletests(method="holm") (tests/test_several_models.py), which computes the
+    same products in the same order, so the two agree to the last bit.
     """
-    if not p_values:
-        return []
     for p in p_values:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"a p-value must be in [0, 1], got {p!r}")
-    from statsmodels.stats.multitest import multipletests
-
-    adjusted = multipletests(list(p_values), method="holm")[1]
-    return [float(p) for p in adjusted]
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda k: p_values[k])):
+        running = max(running, (m - rank) * p_values[i])
+        adjusted[i] = min(1.0, running)
+    return adjusted
 
 
 def _z_two_sided(alpha: float) -> float:

@@ -33,11 +33,12 @@ pytest_plugins = ["pytester"]
 # Holm's adjustment
 
 
-@settings(max_examples=200, deadline=None)
+# statsmodels' multipletests takes ~30 ms a call: 100 examples are enough to meet ties, zeros and ones.
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=30))
 def test_holm_is_statsmodels_holm(p_values: list[float]) -> None:
     expected = multipletests(p_values, method="holm")[1]
-    assert holm(p_values) == pytest.approx(list(expected), abs=0.0, rel=1e-12)
+    assert holm(p_values) == [float(p) for p in expected]  # the same products in the same order
     adjusted = holm(p_values)
     # What makes it Holm's: never below the raw p, at most 1, and the order of the raw p-values kept.
     assert all(a >= p for a, p in zip(adjusted, p_values, strict=True))
