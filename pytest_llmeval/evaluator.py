@@ -198,6 +198,12 @@ def _predicts(prediction: Prediction, benchmark: str, row_id: str) -> bool:
     )
 
 
+def _served_seed(served: ServedModel) -> int | None:
+    """The seed every request to a served model carries: 0 where the server accepts one (its greedy
+    answers do not depend on it, but a server that samples anyway is then repeatable), else none."""
+    return 0 if served.accepts_seed else None
+
+
 class ServedLLM:
     """The `llm` fixtures' handle on a column served at --llmeval-endpoint: `generate` as LLM's (greedy,
     the row's prompt as the user message; chat=False sends it raw to /v1/completions), no perplexity."""
@@ -222,7 +228,7 @@ class ServedLLM:
         from pytest_llmeval.endpoint import Request
 
         model_id = self.run.served_id(self.column)
-        seed = 0 if self.run.served_models()[model_id].accepts_seed else None
+        seed = _served_seed(self.run.served_models()[model_id])
         limit = max_new_tokens or self.max_new_tokens
         answers = self.run.endpoint().complete(
             [Request(model=model_id, prompt=p, max_tokens=limit, chat=chat, seed=seed) for p in prompts]
@@ -790,7 +796,7 @@ class Evaluator:
                     "reported_model": served.reported_model,
                     "system_fingerprint": served.system_fingerprint,
                     "quantization": self._quantization(served),
-                    "seed": 0 if served.accepts_seed else None,
+                    "seed": _served_seed(served),
                 }
             ),
             adapter=None,
@@ -841,7 +847,7 @@ class Evaluator:
                     texts.setdefault(n, {})[column] = found
                     continue
                 asked.append((n, column, material))
-                seed = 0 if served[model_id].accepts_seed else None
+                seed = _served_seed(served[model_id])
                 requests.append(Request(model=model_id, prompt=prompt, max_tokens=limit, seed=seed))
         answers = self.endpoint().complete(requests) if requests else []
         for (n, column, material), answer in zip(asked, answers, strict=True):
@@ -1404,7 +1410,7 @@ class Evaluator:
             "settings": {
                 "temperature": 0.0,
                 "top_p": 1.0,
-                "seed": 0 if served.accepts_seed else None,
+                "seed": _served_seed(served),
                 "max_tokens": "evaluation_config.max_new_tokens, else --llmeval-max-new-tokens",
                 "api": "chat.completions (the row's prompt as the user message)",
             },
