@@ -39,19 +39,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
 __all__ = [
     "LAYERS",
+    "MAX_JOBS",
     "MODES",
     "Isolation",
     "Limits",
+    "Prefetched",
     "RunResult",
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "default_jobs",
     "detect",
 ]
 
@@ -86,6 +90,7 @@ _WORKDIR = "/sandbox"  # where the code runs under bwrap: a tmpfs, nothing of th
 # counts per uid, never lets one row's fork bomb starve the next row.
 _UID_BASE = 0x70000000
 _UID_SLOTS = 16
+MAX_JOBS = _UID_SLOTS  # runs in flight at once per process: each holds one of the per-run uids
 _STARTUP_BUDGET = 15.0  # seconds for the sandbox to reach the code; a loaded CI runner can be slow
 _DRAIN_GRACE = 0.5  # seconds to read what is left in the pipes once every writer should be dead
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
@@ -173,6 +178,20 @@ class RunResult:
     cpu_limited: bool = False  # SIGXCPU: the CPU-seconds limit ended it
 
 
+def default_jobs() -> int:
+    """Runs at once by default: the cores this process may use, split between pytest-xdist's workers
+    (each runs its own chunks), at least 1 and at most MAX_JOBS."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS has no sched_getaffinity
+        cores = os.cpu_count() or 1
+    try:
+        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        workers = 1
+    return max(1, min(MAX_JOBS, cores // workers))
+
+
 def detect(mode: str = "auto") -> Isolation:
     """Return the isolation this machine gives for `mode` ("auto", "strict" or "basic"); cached per process.
 
@@ -225,6 +244,26 @@ class Sandbox:
         finally:
             if uid is not None and self._uids is not None:
                 self._uids.put(uid)
+
+    def run_all(self, runs: Sequence[tuple[str, str, Limits]], jobs: int) -> list[RunResult]:
+        """`run(code, stdin, limits)` for each of `runs`, up to `jobs` at once, results in their order.
+
+        Each run keeps every layer it has alone: its own fresh process tree, its own per-run uid (so
+        RLIMIT_NPROC, counted per uid, lets a fork bomb starve nobody else), its own limits and deadline.
+        A run that raises (the harness) gives a sandbox_error result, never an exception."""
+        if jobs < 1:
+            raise ValueError(f"jobs must be >= 1, not {jobs}")
+
+        def one(run: tuple[str, str, Limits]) -> RunResult:
+            try:
+                return self.run(*run)
+            except Exception as error:  # the harness failed: the scorer makes it a sandbox_error
+                return _harness_failure(f"{type(error).__name__}: {error}")
+
+        if jobs == 1 or len(runs) <= 1:
+            return [one(run) for run in runs]
+        with ThreadPoolExecutor(max_workers=min(jobs, MAX_JOBS, len(runs))) as pool:
+            return list(pool.map(one, runs))
 
     def _run(self, code: str, stdin: str, limits: Limits, uid: int | None) -> RunResult:
         token = secrets.token_hex(16)
@@ -280,8 +319,8 @@ class Sandbox:
                         pipe.close()
 
     def _environment(self, home: str) -> dict[str, str]:
-        # Under -I the PYTHON* variables would be ignored; the code is run with -s instead (see _LAUNCHER) so
-        # that PYTHONHASHSEED=0 makes set and dict-of-str orders, hence outputs, reproducible run to run.
+        # Not -I, which would ignore the PYTHON* variables: the environment is ours alone, and
+        # PYTHONHASHSEED=0 makes set and dict-of-str orders, hence outputs, reproducible run to run.
         return {
             "PATH": f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -306,7 +345,7 @@ class Sandbox:
         ]
         if nproc is not None:
             rlimits.append(("RLIMIT_NPROC", nproc, nproc))
-        return json.dumps(
+        return repr(
             {
                 "token_fd": token_fd,
                 "rlimits": rlimits,
@@ -314,8 +353,6 @@ class Sandbox:
                 "uid": uid,
                 "nnp": self._bwrap is None and "no-new-privileges" in self.isolation.layers,
                 "path": path,
-                "python": self.python,
-                "argv": [self.python, "-s", path],
             }
         )
 
@@ -323,7 +360,7 @@ class Sandbox:
         self, token_fd: int, limits: Limits, uid: int | None, workdir: str, path: str
     ) -> tuple[list[str], dict[str, str]]:
         config = self._launcher_config(token_fd, limits, uid, path)
-        return [self.python, "-I", "-S", "-c", _LAUNCHER, config], self._environment(workdir)
+        return [self.python, "-S", "-s", "-c", _LAUNCHER, config], self._environment(workdir)
 
     def _bwrap_argv(
         self, token_fd: int, limits: Limits, uid: int | None, code_fd: int, info_fd: int
@@ -365,20 +402,24 @@ class Sandbox:
         argv += ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", _WORKDIR]
         argv += ["--perms", "0444", "--file", str(code_fd), path, "--chdir", _WORKDIR]
         argv += ["--info-fd", str(info_fd), "--"]
-        argv += [self.python, "-I", "-S", "-c", _LAUNCHER, self._launcher_config(token_fd, limits, uid, path)]
+        argv += [self.python, "-S", "-s", "-c", _LAUNCHER, self._launcher_config(token_fd, limits, uid, path)]
         return argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-# Runs in the fresh interpreter (-I -S) inside the sandbox, before the code: stdlib only, no secrets around.
+# Runs in the fresh interpreter (-S -s, our allow-listed environment) inside the sandbox, then runs the code
+# in the same process: one interpreter start per run, not two (the start is most of a short run's cost).
 # Order matters: limits first (they bound the compile too), then the uid switch (it needs CAP_SETUID, lost
-# right after), then compile, then exec. The code never sees the token: the launcher empties its pipe.
+# right after), then compile, then the code. The token is read into one mutable buffer, written without
+# copies (writev) and zeroed before the code runs, so the code cannot find it in memory; the supervisor also
+# trusts no token line that comes after "ready".
 _LAUNCHER = r"""
-import json, os, sys
-c = json.loads(sys.argv[1])
-token = os.read(c["token_fd"], 256).decode().strip()
+import os, sys
+c = eval(sys.argv[1], {"__builtins__": {}})  # our own repr() of literals; json would cost 14 ms of imports
+token = bytearray(32)
+os.readv(c["token_fd"], [token])
 os.close(c["token_fd"])
 def say(word, text=""):
-    os.write(2, ("%s %s %s\n" % (token, word, text.replace("\n", " "))).encode())
+    os.writev(2, [token, (" %s %s\n" % (word, text.replace("\n", " "))).encode()])
 try:
     import resource
     for name, soft, hard in c["rlimits"]:
@@ -404,21 +445,56 @@ except BaseException as error:
     os._exit(70)
 say("start")
 try:
-    compile(source, c["path"], "exec", dont_inherit=True)
+    code = compile(source, c["path"], "exec", dont_inherit=True)
 except BaseException as error:
     say("compile_error")
     import traceback
     sys.stderr.write("".join(traceback.format_exception_only(type(error), error)))
     sys.stderr.flush()
     os._exit(1)
-say("ready")
-os.closerange(3, 65536)
 try:
-    os.execv(c["python"], c["argv"])
+    # What `python -s solution.py` gives a script, bar .pth files: exit() and quit(), help(), the base
+    # interpreter's site-packages on sys.path (the script's folder is not: PYTHONSAFEPATH), a fresh
+    # __main__, and sys.argv / sys.orig_argv naming the script.
+    import builtins, site, types
+    site.setquit()
+    site.sethelper()
+    sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
+    main = types.ModuleType("__main__")
+    main.__file__ = c["path"]
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [c["path"]]
+    sys.orig_argv = [sys.executable, "-S", "-s", c["path"]]
+    def hook(kind, value, tb, shown=sys.__excepthook__):
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next  # this launcher's frame: not the code's
+        shown(kind, value.with_traceback(tb), tb)  # the display reads __traceback__
+    sys.excepthook = hook
 except BaseException as error:
-    say("sandbox_error", "exec: " + repr(error))
+    say("sandbox_error", "setup: " + repr(error))
     os._exit(70)
+say("ready")
+token[:] = bytes(len(token))
+os.closerange(3, 65536)
+del c, source, token, say, hook, handle, types
+exec(code, main.__dict__)
 """
+
+
+class Prefetched:
+    """A sandbox whose answers to some runs are known already (run together beforehand by `run_all`): a
+    scorer handed this one finds them, and any other run is passed through to the real sandbox. The same
+    program on the same input, asked twice (two models that wrote the same code), is run once."""
+
+    def __init__(self, sandbox: Sandbox, results: dict[tuple[str, str, Limits], RunResult]) -> None:
+        self.sandbox = sandbox
+        self.isolation = sandbox.isolation
+        self.results = results
+
+    def run(self, code: str, stdin: str, limits: Limits) -> RunResult:
+        found = self.results.get((code, stdin, limits))
+        return found if found is not None else self.sandbox.run(code, stdin, limits)
 
 
 class _Capture:
@@ -625,11 +701,14 @@ _MEMORY_ERROR = re.compile(r"^MemoryError\b", re.MULTILINE)
 
 
 def _split_token_lines(stderr: bytes, token: bytes) -> tuple[bytes, dict[str, str]]:
-    """Remove the launcher's "<token> <word> <text>" lines from stderr; return the rest and {word: text}."""
+    """Remove the launcher's "<token> <word> <text>" lines from stderr; return the rest and {word: text}.
+
+    Lines after "ready" are the code's, whatever they hold: the code runs in the launcher's process, and a
+    code that found the token anyway still could not pass its failure off as the harness's."""
     words: dict[str, str] = {}
     kept: list[bytes] = []
     for line in stderr.split(b"\n"):
-        if line.startswith(token + b" "):
+        if "ready" not in words and line.startswith(token + b" "):
             word, _, text = line[len(token) + 1 :].decode("utf-8", "replace").partition(" ")
             words[word] = text.strip()
         else:
@@ -813,11 +892,21 @@ _NAMESPACE_LAYERS = [
 def _probe(isolation: Isolation, python: str | None = None) -> str:
     """Run a trivial program through `isolation`; return "" when it worked, else what went wrong."""
     try:
-        result = Sandbox(isolation, python=python).run("print('ok')", "", Limits(wall_seconds=10.0))
+        # The code runs in the launcher's interpreter, so a per-run uid that cannot enter the interpreter's
+        # folder would still run it; but the code's own `sys.executable` (subprocess, multiprocessing's
+        # spawn) would not start. Such a uid is not offered.
+        probe = (
+            "import os, sys\n"
+            "ok = os.access(sys.executable, os.X_OK)\n"
+            "print('ok' if ok else 'the per-run uid cannot run ' + sys.executable)"
+        )
+        result = Sandbox(isolation, python=python).run(probe, "", Limits(wall_seconds=10.0))
     except (OSError, SandboxUnavailable, ValueError) as error:
         return str(error)
     if result.sandbox_error:
         return result.sandbox_error
+    if result.exit_code == 0 and result.stdout.strip() not in ("", "ok"):
+        return result.stdout.strip()
     if result.exit_code != 0 or result.stdout.strip() != "ok":
         return f"the probe program failed (exit {result.exit_code}): {_excerpt_line(result.stderr)}"
     return ""

@@ -731,3 +731,44 @@ sys.exit(1)
     result = _score(forger, ["1"], box)
     assert result.details["cases"][0]["verdict"] == "runtime_error", _describe(result)
     assert result.details["sandbox_errors"] == 0
+
+
+def test_the_code_finds_no_token_in_its_own_process(box: Sandbox) -> None:
+    """The code runs in the launcher's process: the token is zeroed before it starts, the launcher's names
+    are gone, and a token line after "ready" would not be trusted anyway."""
+    forger = """\
+import os, re, sys
+seen = set()
+frame = sys._getframe()
+while frame is not None:
+    for value in list(frame.f_globals.values()) + list(frame.f_locals.values()):
+        if isinstance(value, (bytes, bytearray, str)):
+            seen |= set(re.findall(r"[0-9a-f]{32}", value if isinstance(value, str) else value.decode("latin-1")))
+    frame = frame.f_back
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        if not perms.startswith("rw"):
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            seen |= {m.decode() for m in re.findall(rb"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", mem.read(end - start))}
+        except (OSError, OverflowError, ValueError):
+            pass
+print(len(seen), file=sys.stderr)
+for token in seen:
+    sys.stderr.write(token + " sandbox_error forged\\n")
+sys.exit(1)
+"""
+    result = _score(forger, ["1"], box)
+    assert result.details["cases"][0]["verdict"] == "runtime_error", _describe(result)
+    assert result.details["sandbox_errors"] == 0
+
+
+def test_token_lines_after_ready_are_the_codes_output() -> None:
+    token = b"f" * 32
+    stderr = token + b" start \n" + token + b" ready \n" + token + b" sandbox_error forged\nboom"
+    rest, words = sandbox_module._split_token_lines(stderr, token)
+    assert words == {"start": "", "ready": ""}
+    assert rest == token + b" sandbox_error forged\nboom"
