@@ -1,10 +1,17 @@
-"""`python -m pytest_llmeval history`: list the history of runs, or compare two of them.
+"""`python -m pytest_llmeval`: the history of runs (history); benchmark rows from HumanEval, MBPP (convert).
 
     python -m pytest_llmeval history                  # every run, oldest first, numbered
     python -m pytest_llmeval history --diff 1 -1      # the first run against the newest
     python -m pytest_llmeval history --results out/results.json   # the history beside another results.json
 
 Runs are named by number (1 = oldest, -1 = newest), by file name, or by a unique prefix of it.
+
+    python -m pytest_llmeval convert humaneval HumanEval.jsonl.gz -o benchmarks/humaneval.jsonl
+    python -m pytest_llmeval convert mbpp sanitized-mbpp.json -o benchmarks/mbpp.jsonl --difficulty easy
+    python -m pytest_llmeval convert humaneval HumanEval.jsonl.gz --samples 10 --k 1,10 --temperature 0.8
+
+The input is the dataset's own file, gzip-compressed or not: JSONL, or a JSON array (MBPP's sanitized
+release). The rows go to -o (written whole, once every record converted) or to standard output.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_llmeval import history
+from pytest_llmeval import convert, history
+from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.results import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--dir", type=Path, default=None, help="the history folder itself")
     show.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare run B with run A on shared rows")
     show.add_argument("--alpha", type=float, default=0.05, help="significance level of --diff (default 0.05)")
+    conv = _add_convert(commands)
     args = parser.parse_args(argv)
+    if args.command == "convert":
+        return _convert(conv, args)
     folder: Path = args.dir if args.dir is not None else history.history_dir(args.results)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
@@ -49,6 +61,72 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for line in history.diff_lines(a, b, alpha=args.alpha):
         print(line)
+    return 0
+
+
+def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    conv = commands.add_parser(
+        "convert",
+        help="write benchmark rows (code_execution) from HumanEval's or MBPP's own file",
+        description="Write code_execution benchmark rows from HumanEval's or MBPP's own file "
+        "(gzip or plain; JSONL, or MBPP's sanitized JSON array).",
+    )
+    conv.add_argument("dataset", choices=convert.DATASETS, help="which dataset the file holds")
+    conv.add_argument("file", type=Path, help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl")
+    conv.add_argument("-o", "--output", type=Path, default=None, help="the JSONL to write (default: stdout)")
+    conv.add_argument("--difficulty", choices=DIFFICULTIES, default="medium", help="of every row (medium)")
+    conv.add_argument("--samples", type=int, default=None, help="samples per problem, for pass@k")
+    conv.add_argument("--k", type=_ints, default=None, help="the k of pass@k, e.g. 1,10 (default: 1)")
+    conv.add_argument("--temperature", type=float, default=None, help="of the samples (needs --samples > 1)")
+    conv.add_argument("--timeout", type=float, default=None, help="seconds each program may run")
+    return conv
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, e.g. 1,10, not {text!r}"
+        ) from None
+
+
+def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        extra = convert.sampling_config(
+            samples=args.samples, k=args.k, temperature=args.temperature, timeout=args.timeout
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    to_rows = convert.humaneval_rows if args.dataset == "humaneval" else convert.mbpp_rows
+    try:
+        rows = to_rows(convert.read_records(args.file), difficulty=args.difficulty, extra_config=extra)
+    except convert.ConvertError as exc:
+        print(f"llmeval: {exc} (nothing written)", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"llmeval: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    text = convert.rows_text(rows)
+    if args.output is None:
+        out = getattr(sys.stdout, "buffer", None)
+        if out is None:  # a text-only stream put in its place (io.StringIO)
+            sys.stdout.write(text)
+        else:
+            # Bytes: a benchmark file is UTF-8 whatever the locale of the terminal or pipe.
+            sys.stdout.flush()
+            out.write(text.encode("utf-8"))
+            out.flush()
+        where = "standard output"
+    else:
+        try:
+            # Whole or not at all: a benchmark file cut short would run as a smaller benchmark.
+            write_text_atomic(args.output, text)
+        except OSError as exc:
+            print(f"llmeval: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        where = str(args.output)
+    print(f"llmeval: wrote {len(rows)} {args.dataset} rows from {args.file} to {where}", file=sys.stderr)
     return 0
 
 
