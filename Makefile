@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/generation.py --adapter adapters/date-iso
 	$(BIN)/python bench/perplexity.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/humaneval.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/token_budget.py
 	$(BIN)/python bench/loglikelihood.py

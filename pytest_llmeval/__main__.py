@@ -79,6 +79,12 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     conv.add_argument("--k", type=_ints, default=None, help="the k of pass@k, e.g. 1,10 (default: 1)")
     conv.add_argument("--temperature", type=float, default=None, help="of the samples (needs --samples > 1)")
     conv.add_argument("--timeout", type=float, default=None, help="seconds each program may run")
+    conv.add_argument(
+        "--chat",
+        action="store_true",
+        help="humaneval: chat rows (the model writes the whole function in a code block) instead of "
+        "completion rows (it continues the prompt, no chat template)",
+    )
     return conv
 
 
@@ -98,9 +104,16 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         parser.error(str(exc))
-    to_rows = convert.humaneval_rows if args.dataset == "humaneval" else convert.mbpp_rows
+    if args.chat and args.dataset != "humaneval":
+        parser.error("--chat is for humaneval (mbpp rows are chat rows already)")
     try:
-        rows = to_rows(convert.read_records(args.file), difficulty=args.difficulty, extra_config=extra)
+        records = convert.read_records(args.file)
+        if args.dataset == "humaneval":
+            rows = convert.humaneval_rows(
+                records, difficulty=args.difficulty, extra_config=extra, chat=args.chat
+            )
+        else:
+            rows = convert.mbpp_rows(records, difficulty=args.difficulty, extra_config=extra)
     except convert.ConvertError as exc:
         print(f"llmeval: {exc} (nothing written)", file=sys.stderr)
         return 2

@@ -302,14 +302,17 @@ class Prediction:
     """An output produced elsewhere (an API model, another harness), scored like a generated one."""
 
     id: str
-    prediction: str
-    base_prediction: str | None
+    # A list: n sampled outputs of a row (pass@k); the first plays the row's one output elsewhere.
+    prediction: str | tuple[str, ...]
+    base_prediction: str | tuple[str, ...] | None
     benchmark: str | None  # optional: which benchmark file the id belongs to (a path suffix)
     line: int
 
 
 def load_predictions(path: Path) -> list[Prediction]:
-    """Parse a predictions JSONL ({id, prediction, base_prediction?, benchmark?}); errors name file:line."""
+    """Parse a predictions JSONL ({id, prediction, base_prediction?, benchmark?}); errors name file:line.
+
+    prediction and base_prediction are strings, or non-empty lists of strings: a row's n samples (pass@k)."""
     problems: list[str] = []
     found: list[Prediction] = []
     seen: dict[tuple[str | None, str], int] = {}
@@ -324,10 +327,15 @@ def load_predictions(path: Path) -> list[Prediction]:
         bad = [
             key
             for key in ("id", "prediction", "base_prediction", "benchmark")
-            if (key in obj or key in ("id", "prediction")) and not isinstance(obj.get(key), str)
+            if (key in obj or key in ("id", "prediction"))
+            and not isinstance(obj.get(key), str)
+            and not (key in ("prediction", "base_prediction") and _sample_list(obj.get(key)))
         ]
         if bad:
-            problems.append(f"{path}:{lineno}: {', '.join(bad)} must be strings (id and prediction required)")
+            problems.append(
+                f"{path}:{lineno}: {', '.join(bad)} must be strings, or for predictions non-empty lists of "
+                "strings (one per sample) (id and prediction required)"
+            )
             continue
         key = (obj.get("benchmark"), obj["id"])
         if key in seen:
@@ -335,10 +343,24 @@ def load_predictions(path: Path) -> list[Prediction]:
             continue
         seen[key] = lineno
         found.append(
-            Prediction(obj["id"], obj["prediction"], obj.get("base_prediction"), obj.get("benchmark"), lineno)
+            Prediction(
+                obj["id"],
+                _as_saved(obj["prediction"]),
+                None if obj.get("base_prediction") is None else _as_saved(obj["base_prediction"]),
+                obj.get("benchmark"),
+                lineno,
+            )
         )
     if not found and not problems:
         problems.append(f"{path}:1: no predictions in the file")
     if problems:
         raise ValueError("\n".join(problems))
     return found
+
+
+def _sample_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _as_saved(value: str | list[str]) -> str | tuple[str, ...]:
+    return value if isinstance(value, str) else tuple(value)

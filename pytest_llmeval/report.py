@@ -271,8 +271,11 @@ def _answer(record: Mapping[str, Any], who: str) -> tuple[str | None, str]:
     if not side:
         return None, ""
     score = side.get("score") or {}
-    if record.get("evaluation_type") == "code_execution" and isinstance(score.get("code"), str):
-        return str(score["code"]), "python"
+    if record.get("evaluation_type") == "code_execution":
+        # A sampled row's first sample stands for it (all of them are in results.json).
+        first = (score.get("per_sample") or [score])[0]
+        if isinstance(first.get("code"), str):
+            return str(first["code"]), "python"
     output = side.get("output")
     return (None if output is None else str(output)), ""
 
@@ -315,9 +318,16 @@ def _score_note(record: Mapping[str, Any], who: str) -> str:
     extra: list[str] = []
     if "verdicts" in score:
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(score["verdicts"].items()))
-        extra.append(
-            f"{score.get('passed_cases')} of {score.get('counted_cases')} test cases passed ({verdicts})"
-        )
+        if "per_sample" in score:
+            ks = ", ".join(f"pass@{k} {float(v):.3f}" for k, v in score.get("pass_at_k", {}).items())
+            extra.append(
+                f"{score.get('correct_samples')} of {score.get('samples')} samples passed every case "
+                f"({ks}; {verdicts})"
+            )
+        else:
+            extra.append(
+                f"{score.get('passed_cases')} of {score.get('counted_cases')} test cases passed ({verdicts})"
+            )
     if "judge_mean" in score:
         extra.append(f"judge {float(score['judge_mean']):.2f} of {score.get('max_score')}")
     if score.get("extracted") is not None and score["extracted"] != side.get("output"):
@@ -1370,6 +1380,15 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
             lines.append(
                 f"  fluency, perplexity of each model's own outputs: {_fluency_text(bench['fluency'])}"
             )
+        passk = bench.get("pass_at_k")
+        if passk and any(k != "1" for who in passk.values() for k in who):
+            # Only for sampled rows: a greedy run's pass@1 is the pass rate the table already shows.
+            parts = [
+                f"{who} " + ", ".join(f"pass@{k} {percent(v['value'])}" for k, v in passk[who].items())
+                for who in (BASE, ADAPTER)
+                if passk.get(who)
+            ]
+            lines.append(f"  pass@k: {'; '.join(parts)}")
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")

@@ -800,6 +800,9 @@ def _benchmark_entry(
     fluency = fluency_summary(rows)
     if fluency is not None:
         entry["fluency"] = fluency
+    passk = pass_at_k_summary(rows)
+    if passk is not None:
+        entry["pass_at_k"] = passk
     corpus = corpus_scores(rows)
     if corpus is not None:
         entry["corpus"] = corpus
@@ -886,6 +889,29 @@ def hardware_line(hardware: Mapping[str, Any]) -> str:
     parts += [str(hardware[k]) for k in ("platform",) if hardware.get(k)]
     parts += [f"{k} {hardware[k]}" for k in ("torch", "transformers") if hardware.get(k)]
     return ", ".join(parts)
+
+
+def pass_at_k_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """code_execution rows' pass@k per model: for each k, the mean over rows of each row's unbiased
+    estimate (a greedy row's is pass@1 of its one output), with the rows it averages; None without code
+    rows. Rows with fewer samples than k (a k another row asked for) are left out of that k's mean."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        per_k: dict[int, list[float]] = {}
+        for record in records:
+            found = score(record, who) if record["evaluation_type"] == "code_execution" else None
+            if not found:
+                continue
+            estimates = found.get("pass_at_k") or {"1": found.get("pass_at_1")}
+            for k, value in estimates.items():
+                if value is not None:
+                    per_k.setdefault(int(k), []).append(float(value))
+        if per_k:
+            summary[who] = {
+                str(k): {"value": sum(values) / len(values), "n_rows": len(values)}
+                for k, values in sorted(per_k.items())
+            }
+    return summary or None
 
 
 def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -192,3 +192,13 @@ def strict_required() -> tuple[bool, str]:
     if where is not None:
         return True, f"bubblewrap is installed ({where}); LLMEVAL_REQUIRE_STRICT=0 allows a skip"
     return False, "bubblewrap is not installed and LLMEVAL_REQUIRE_STRICT is not set"
+
+
+def without_timing(value: Any) -> Any:
+    """A results.json part with what a clock measures (a sandbox run's `elapsed`) taken out: it differs
+    between any two runs."""
+    if isinstance(value, dict):
+        return {k: without_timing(v) for k, v in value.items() if k != "elapsed"}
+    if isinstance(value, list):
+        return [without_timing(v) for v in value]
+    return value

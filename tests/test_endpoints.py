@@ -307,3 +307,44 @@ def test_a_served_reference_and_the_servers_quantization(
         args = served_args(plain, "--llmeval-no-cache", "--llmeval-quantization=GGUF Q4_K_M")
         pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
     assert json.loads((pytester.path / "results.json").read_text())["quantization"] == "GGUF Q4_K_M"
+
+
+def test_completion_rows_and_samples_at_the_endpoint(pytester: pytest.Pytester, server: FaultServer) -> None:
+    """A completion-style code row goes to /v1/completions with its input as written; a sampled row sends n
+    requests at the row's temperature, each with its own seed (the same seeds on every run); a rerun asks
+    nothing again. (The fault server's answer, the prompt reversed, is no code: the row fails.)"""
+    prefix = 'def add(a, b):\n    """Add."""\n'
+    code_row = row(
+        "add",
+        instruction="Complete the function.",
+        input=prefix,
+        expected="",
+        evaluation_type="code_execution",
+        evaluation_config={
+            "language": "python",
+            "prompt_mode": "completion",
+            "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
+            "entry_point": "add",
+            "samples": 3,
+            "k": [1, 3],
+            "temperature": 0.7,
+        },
+    )
+    pytester.makefile(".jsonl", code=jsonl([code_row]))
+    args = [a for a in served_args(server) if a != "--adapter=lora-id"]
+    pytester.runpytest(*args, "code.jsonl", "--llmeval-cache-dir=gen-cache").assert_outcomes(failed=1)
+    posts = generation_posts(server)
+    assert {p.path for p in posts} == {"/v1/completions"}
+    assert [p.body["prompt"] for p in posts] == [prefix] * 3
+    assert {p.body["temperature"] for p in posts} == {0.7}
+    seeds = [p.body["seed"] for p in posts]
+    assert len(set(seeds)) == 3
+    doc = json.loads((pytester.path / "results.json").read_text())
+    score = doc["benchmarks"][0]["rows"][0]["models"]["base"]["score"]
+    assert score["samples"] == 3 and set(score["pass_at_k"]) == {"1", "3"}
+    # Every sample's program begins with the prompt as written, followed by the answer unstripped.
+    assert all(s["code"] == prefix + prefix[::-1] for s in score["per_sample"])
+    pytester.runpytest(*args, "code.jsonl", "--llmeval-cache-dir=gen-cache")
+    assert len(generation_posts(server)) == 3  # all three from the cache
+    pytester.runpytest(*args, "code.jsonl", "--llmeval-cache-dir=another-cache")
+    assert [p.body["seed"] for p in generation_posts(server)[3:]] == seeds

@@ -743,7 +743,8 @@ frame = sys._getframe()
 while frame is not None:
     for value in list(frame.f_globals.values()) + list(frame.f_locals.values()):
         if isinstance(value, (bytes, bytearray, str)):
-            seen |= set(re.findall(r"[0-9a-f]{32}", value if isinstance(value, str) else value.decode("latin-1")))
+            text = value if isinstance(value, str) else value.decode("latin-1")
+            seen |= set(re.findall(r"[0-9a-f]{32}", text))
     frame = frame.f_back
 with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
     for line in maps:
@@ -753,7 +754,8 @@ with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
         start, end = (int(x, 16) for x in span.split("-"))
         try:
             mem.seek(start)
-            seen |= {m.decode() for m in re.findall(rb"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", mem.read(end - start))}
+            found = re.findall(rb"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", mem.read(end - start))
+            seen |= {m.decode() for m in found}
         except (OSError, OverflowError, ValueError):
             pass
 print(len(seen), file=sys.stderr)
@@ -772,3 +774,52 @@ def test_token_lines_after_ready_are_the_codes_output() -> None:
     rest, words = sandbox_module._split_token_lines(stderr, token)
     assert words == {"start": "", "ready": ""}
     assert rest == token + b" sandbox_error forged\nboom"
+
+
+def test_the_hostile_programs_run_four_at_a_time_beside_normal_ones(
+    isolation: Isolation, box: Sandbox
+) -> None:
+    """run_all with 4 jobs, as a chunk of code rows runs (--llmeval-sandbox-jobs 4): each hostile program
+    that needs nothing of the test's surroundings gets its verdict, and the ordinary programs between them
+    (a fork bomb's neighbours included) still pass, in time, leaving no process behind."""
+    chosen = [
+        case
+        for case in HOSTILE
+        if "{" not in case.code.replace("{{", "")
+        and (not case.needs or any(layer in isolation.layers for layer in case.needs))
+        and (case.name != "fork_bomb" or "process-limit" in isolation.layers)
+    ]
+    assert any(case.name == "fork_bomb" for case in chosen) or "process-limit" not in isolation.layers
+    markers = [f"llmeval-marker-{uuid.uuid4().hex}" for _ in chosen]
+    runs: list[tuple[str, str, Limits]] = []
+    for case, marker in zip(chosen, markers, strict=True):
+        runs.append((PREAMBLE.format(marker=marker) + case.code, "", Limits(wall_seconds=TIMEOUT)))
+        runs.append(("print(sum(map(int, input().split())))", "2 3", Limits(wall_seconds=TIMEOUT)))
+    results = box.run_all(runs, jobs=4)
+    leftovers = [pid for marker in markers for pid in _marked_processes(marker)]
+    _kill(leftovers)
+    for i, case in enumerate(chosen):
+        hostile, normal = results[2 * i], results[2 * i + 1]
+        assert normal.exit_code == 0 and normal.stdout == "5\n", (case.name, normal)
+        got = _verdict_of(hostile, case)
+        assert got == case.verdict, (case.name, hostile)
+    assert not leftovers, leftovers
+
+
+def _verdict_of(result: sandbox_module.RunResult, case: Hostile) -> str:
+    from pytest_llmeval.scorers.code_execution import verdict
+
+    return verdict(result, case.expected_output)
+
+
+def test_run_all_runs_up_to_jobs_at_once_in_order(box: Sandbox) -> None:
+    """Each program prints when it started and ended (CLOCK_MONOTONIC is the host's, namespaces or not):
+    with 3 jobs, some runs overlap and never more than 3; results come back in the order asked."""
+    code = "import time\nstart = time.monotonic()\ntime.sleep(0.3)\nprint(start, time.monotonic(), {i})\n"
+    runs = [(code.replace("{i}", str(i)), "", Limits(wall_seconds=5.0)) for i in range(9)]
+    results = box.run_all(runs, jobs=3)
+    spans = [tuple(float(x) for x in r.stdout.split()) for r in results]
+    assert [int(span[2]) for span in spans] == list(range(9))
+    most = max(sum(s[0] <= t[0] < s[1] for s in spans) for t in spans)
+    assert 2 <= most <= 3, spans
+    assert box.run_all(runs[:2], jobs=1)[1].stdout.split()[2] == "1"

