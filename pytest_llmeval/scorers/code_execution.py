@@ -156,7 +156,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased estimator of pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k).
 
     Exact (integers and one Fraction, rounded once to a float): pass@1 is c / n to the last bit, and the
-    binomials, which overflow floats for n in the hundreds, never become floats."""
+    binomials, which overflow floats past n = 1029, never become floats."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
@@ -212,7 +212,11 @@ def verdict(result: RunResult, expected_output: str | None) -> str:
         return "output_limit"
     if result.memory_exceeded:
         return "memory_limit"
-    if expected_output is None and result.exit_code == 1 and _ASSERTION.search(result.stderr[-4096:]):
+    if (
+        expected_output is None
+        and result.exit_code == 1
+        and _ASSERTION.match(_final_exception(result.stderr))
+    ):
         return "failed_assertion"
     if result.exit_code != 0:
         return "runtime_error"
@@ -221,9 +225,24 @@ def verdict(result: RunResult, expected_output: str | None) -> str:
     return "passed" if _normalize(result.stdout) == _normalize(expected_output) else "wrong_output"
 
 
-# The last line of an uncaught AssertionError's traceback (with or without a message).
-_ASSERTION = re.compile(r"^AssertionError\b[^\n]*\n?\Z", re.MULTILINE)
-_FRAME = re.compile(r'^  File "[^"\n]*", line (\d+), in ', re.MULTILINE)
+_ASSERTION = re.compile(r"AssertionError\b")
+_FRAME = re.compile(r'^  File "([^"\n]*)", line (\d+), in ', re.MULTILINE)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _final_exception(stderr: str) -> str:
+    """The exception line of the last traceback in stderr (the one that ended the program, after any
+    "During handling ..." chain), or "" without one. Its message may run over several lines, and notes may
+    follow it: the line is the first one after the frames that is not indented. Without a traceback (cut
+    short), its last line."""
+    at = stderr.rfind(_TRACEBACK)
+    if at < 0:
+        last = stderr.strip().splitlines()
+        return last[-1] if last else ""
+    for line in stderr[at + len(_TRACEBACK) :].splitlines()[1:]:
+        if line and not line[0].isspace():
+            return line
+    return ""
 
 
 def program(prediction: str, config: Mapping[str, Any], prompt: str = "") -> str:
@@ -368,10 +387,16 @@ def _tally(cases: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _failed_assertion(stderr: str, code: str) -> str:
-    """The source line of the assert that failed: the innermost traceback frame on an assert line of the
-    program (read from the program itself: a traceback need not show source)."""
-    lines = code.splitlines()
-    for number in reversed(_FRAME.findall(stderr)):
+    """The source line of the assert that failed: the innermost frame of the last traceback that is in the
+    program's own file (the file of its outermost frame) and on an assert line, read from the program
+    itself (a traceback need not show source), with lines counted as CPython counts them."""
+    lines = re.split(r"\r\n|\r|\n", code)
+    at = stderr.rfind(_TRACEBACK)
+    frames = _FRAME.findall(stderr[max(at, 0) :])
+    own = frames[0][0] if frames else None
+    for path, number in reversed(frames):
+        if path != own:
+            continue  # a line of unittest, say: not a line of the program
         index = int(number) - 1
         if 0 <= index < len(lines) and "assert" in lines[index]:
             return lines[index].strip()
