@@ -118,6 +118,11 @@ class Limits:
     # process, so a fork bomb's total is at most processes x address_space_bytes (8 GiB).
     processes: int = 16
     disk_bytes: int = 64 * 2**20  # size of the private tmpfs work dir and /tmp under bwrap
+    # False: when the code ends normally, its threads are joined, atexit handlers run and stdio flushed,
+    # and the interpreter's teardown of every module is skipped (a third of a short run's CPU). For
+    # programs whose verdict is their exit status (function tests): a finalizer's side effect, such as an
+    # unclosed file flushed at exit, does not happen.
+    finalize: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.wall_seconds) and self.wall_seconds > 0):
@@ -353,6 +358,7 @@ class Sandbox:
                 "uid": uid,
                 "nnp": self._bwrap is None and "no-new-privileges" in self.isolation.layers,
                 "path": path,
+                "finalize": limits.finalize,
             }
         )
 
@@ -477,8 +483,23 @@ except BaseException as error:
 say("ready")
 token[:] = bytes(len(token))
 os.closerange(3, 65536)
+finalize = c["finalize"]
 del c, source, token, say, hook, handle, types
 exec(code, main.__dict__)
+if not finalize:
+    # The code ended normally: do what the interpreter's exit does first (join threads, run atexit
+    # handlers, flush stdio), then skip its teardown of every module (7 ms once typing is imported).
+    import atexit
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    atexit._run_exitfuncs()
+    status = 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = 120  # what Python exits with when flushing stdio fails at exit
+    os._exit(status)
 """
 
 

@@ -461,7 +461,8 @@ def test_a_completion_row_builds_human_evals_check_program_byte_for_byte() -> No
         assert program(completion, row, problem["prompt"]) == problem["prompt"] + completion
         [run] = planned_runs(completion, row, problem["prompt"])
         assert run.code == theirs, problem["task_id"]
-        assert (run.stdin, run.limits) == ("", Limits(wall_seconds=5.0))
+        # A function test is judged by its exit status: the teardown after it is skipped (finalize=False).
+        assert (run.stdin, run.limits) == ("", Limits(wall_seconds=5.0, finalize=False))
 
 
 def test_a_chat_answer_to_a_humaneval_row_is_the_block_then_the_test_then_the_call() -> None:

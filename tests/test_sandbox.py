@@ -823,3 +823,29 @@ def test_run_all_runs_up_to_jobs_at_once_in_order(box: Sandbox) -> None:
     most = max(sum(s[0] <= t[0] < s[1] for s in spans) for t in spans)
     assert 2 <= most <= 3, spans
     assert box.run_all(runs[:2], jobs=1)[1].stdout.split()[2] == "1"
+
+
+@pytest.mark.parametrize(
+    ("code", "exit_code", "stdout"),
+    [
+        ("import sys\nsys.stdout.write('no newline, buffered')", 0, "no newline, buffered"),
+        ("import atexit\natexit.register(print, 'at exit')\nprint('body')", 0, "body\nat exit\n"),
+        (
+            "import threading, time\n"
+            "t = threading.Thread(target=lambda: (time.sleep(0.2), print('thread done')))\nt.start()",
+            0,
+            "thread done\n",
+        ),
+        ("import sys\nprint('x')\nsys.exit(3)", 3, "x\n"),
+        ("print('x')\nraise AssertionError('no')", 1, "x\n"),
+    ],
+    ids=["flush", "atexit", "thread", "exit-status", "exception"],
+)
+def test_skipping_the_teardown_keeps_what_the_exit_does(
+    box: Sandbox, code: str, exit_code: int, stdout: str
+) -> None:
+    """finalize=False (function tests) skips the interpreter's teardown of its modules only: output is
+    flushed, atexit handlers run, threads are joined, and the exit status is the code's, as with it."""
+    for finalize in (True, False):
+        result = box.run(code, "", Limits(wall_seconds=5.0, finalize=finalize))
+        assert (result.exit_code, result.stdout) == (exit_code, stdout), (finalize, result)

@@ -263,8 +263,13 @@ def planned_runs(prediction: str, config: Mapping[str, Any], prompt: str = "") -
     concurrently beforehand; `score` then finds their results)."""
     options = _parse(config)
     code, _ = _code(prediction, options, prompt)
-    limits = Limits(wall_seconds=options.timeout)
+    limits = _limits(options)
     return [PlannedRun(_full(code, options), case.input, limits) for case in options.test_cases]
+
+
+def _limits(options: _Options) -> Limits:
+    # A function test's verdict is its exit status: the interpreter's teardown after it can be skipped.
+    return Limits(wall_seconds=options.timeout, finalize=options.suffix is None)
 
 
 def _full(code: str, options: _Options) -> str:
@@ -337,7 +342,7 @@ _SAMPLE_KEYS = ("passed_cases", "counted_cases", "sandbox_errors", "verdicts", "
 def _score_one(prediction: str, options: _Options, sandbox: Sandbox, prompt: str) -> Score:
     code, cut = _code(prediction, options, prompt)
     full = _full(code, options)
-    limits = Limits(wall_seconds=options.timeout)
+    limits = _limits(options)
     cases: list[dict[str, Any]] = []
     compile_failure: dict[str, Any] | None = None
     for index, case in enumerate(options.test_cases):
