@@ -60,7 +60,8 @@ def ours(problems: list[dict[str, Any]], box: Sandbox, jobs: int) -> float:
     ]
     elapsed = time.perf_counter() - started
     if not all(s.passed for s in scores):
-        raise SystemExit(f"the sandbox failed a canonical solution: {[s for s in scores if not s.passed][0]}")
+        failed = next(s for s in scores if not s.passed)
+        raise SystemExit(f"the sandbox failed a canonical solution: {failed}")
     return elapsed
 
 
