@@ -679,19 +679,23 @@ class Evaluator:
         keys = {n: _job_keys(n, sampling_of(self.rows[n].case)[0]) for n in nodeids}
         texts: dict[str, dict[str, str]] = {}  # job key -> column -> text
         ok = list(fitting)
-        for column in self._shared_columns():
-            produced = self._isolated(
-                loaded,
-                column,
-                self._jobs(
-                    ok,
-                    prompts_of=dict(zip(fitting, prompts, strict=True)),
-                    limits_of=dict(zip(fitting, limits, strict=True)),
-                ),
+
+        def generate_column(
+            model: LoadedModel, column: str, rows: list[str], its_prompts: list[str], its_limits: list[int]
+        ) -> None:
+            nonlocal ok
+            jobs = self._jobs(
+                rows, dict(zip(rows, its_prompts, strict=True)), dict(zip(rows, its_limits, strict=True))
             )
+            produced = self._isolated(model, column, jobs)
             ok = [n for n in ok if all(k in produced for k in keys[n])]
             for k, text in produced.items():
                 texts.setdefault(k, {})[column] = text
+
+        prompt_of = dict(zip(fitting, prompts, strict=True))
+        limit_of = dict(zip(fitting, limits, strict=True))
+        for column in self._shared_columns():
+            generate_column(loaded, column, ok, [prompt_of[n] for n in ok], [limit_of[n] for n in ok])
         for column in self._model_columns():
             if not ok:
                 break
@@ -699,23 +703,11 @@ class Evaluator:
             if model is None:
                 ok = []
                 break
-            fitted, its_prompts, its_limits = self._fit_rows(ok, limit, "max_new_tokens", model)
-            produced = self._isolated(
-                model,
-                column,
-                self._jobs(
-                    fitted,
-                    prompts_of=dict(zip(fitted, its_prompts, strict=True)),
-                    limits_of=dict(zip(fitted, its_limits, strict=True)),
-                ),
-            )
-            ok = [n for n in ok if all(k in produced for k in keys[n])]
-            for k, text in produced.items():
-                texts.setdefault(k, {})[column] = text
+            generate_column(model, column, *self._fit_rows(ok, limit, "max_new_tokens", model))
         self._keep_outputs(ok, keys, texts)
 
     def _jobs(
-        self, rows: list[str], *, prompts_of: dict[str, str], limits_of: dict[str, int]
+        self, rows: list[str], prompts_of: dict[str, str], limits_of: dict[str, int]
     ) -> dict[str, _Job]:
         """Job key -> what to generate: a greedy row's one output, a sampled row's n (seeded per sample)."""
         jobs: dict[str, _Job] = {}

@@ -91,18 +91,17 @@ def test_sampled_rows_repeat_exactly_and_are_cached_by_seed(
 @pytest.mark.slow
 def test_real_model_completion_rows_with_samples(pytester: pytest.Pytester) -> None:
     """The embedded SmolLM2 continues a function prefix (completion mode) and samples it: the recorded
-    programs start with the prefix, the samples are seeded (a second run without the cache repeats them),
-    and pass@k is recorded for each k."""
+    programs start with the prefix as written, the samples differ, and pass@k is recorded for each k.
+    (That seeded samples repeat is checked on the tiny model above: one real-model run is enough here.)"""
     pytester.makefile(
         ".jsonl",
         code=jsonl([code_row("add", max_new_tokens=16, samples=3, k=[1, 3], temperature=0.8)]),
     )
-    args = ["code.jsonl", "-m", "not gate", "--llmeval-no-cache"]
-    pytester.runpytest(*args, "--llmeval-results=one.json")
-    pytester.runpytest(*args, "--llmeval-results=two.json")
-    one, two = rows_by_id(pytester.path / "one.json")["add"], rows_by_id(pytester.path / "two.json")["add"]
-    assert samples_of(one) == samples_of(two)
-    assert all(code.startswith(PREFIX) for code in samples_of(one))
+    pytester.runpytest("code.jsonl", "-m", "not gate", "--llmeval-no-cache", "--llmeval-results=one.json")
+    one = rows_by_id(pytester.path / "one.json")["add"]
+    programs = samples_of(one)
+    assert all(code.startswith(PREFIX) for code in programs)
+    assert len(set(programs)) > 1, programs
     score = one["models"]["base"]["score"]
     assert score["samples"] == 3 and set(score["pass_at_k"]) == {"1", "3"}
     assert score["temperature"] == 0.8
