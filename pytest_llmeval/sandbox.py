@@ -16,10 +16,14 @@ apply to uid 0, so that is what contains a fork bomb, and every process of that 
 The pytest process never runs the code and never forks a Python child: subprocess spawns bwrap or a fresh
 interpreter from C. A tiny launcher script (`_LAUNCHER`), run by that fresh interpreter inside the sandbox,
 applies the rlimits, drops to the per-run uid, compiles the code (so a syntax error is told apart from a
-runtime error) and execs the interpreter on the code. It proves itself by writing a per-run token, which the
-code never sees, to stderr: no token, no code ran, and the failure is the harness's (`sandbox_error`). The
-token comes through a pipe the launcher empties, not argv: /proc/1/cmdline (bwrap's init) is readable by the
-code, and a code that knew the token could pass its failures off as the harness's.
+runtime error) and runs it as `__main__` of that same interpreter (one interpreter start per run). It proves
+itself by writing a per-run token to stderr: no token, no code ran, and the failure is the harness's
+(`sandbox_error`). The token comes through a pipe the launcher empties, not argv (/proc/1/cmdline, bwrap's
+init, is readable by the code), is zeroed before the code runs, and no token line after "ready" is trusted:
+a code that found it still could not pass its failures off as the harness's.
+
+`run_all` runs many at once (a chunk of code rows), each with its own process tree, per-run uid, limits and
+deadline; `Prefetched` hands their results to the scorers.
 """
 
 from __future__ import annotations
