@@ -106,6 +106,9 @@ class RunOptions:
     # --llmeval-endpoint: every column (and the judge) is a model id served at these URLs; no weights here.
     endpoint: EndpointSettings | None = None
     quantization: str | None = None  # --llmeval-quantization: the served weights' format, when no server says
+    # --llmeval-reasoning-tags: a leading reasoning block is cut off before scoring; None (--llmeval-keep-
+    # reasoning): outputs are scored whole.
+    reasoning_tags: tuple[str, str] | None = ("<think>", "</think>")
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class RowOutputs:
     measures: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> measurement
     # --llmeval-fluency: per column, its output's and the reference's perplexity
     fluency: dict[str, FluencyRecord] | None = None
+    # Columns whose output opened with a reasoning block: column -> the raw output (texts holds the answer).
+    raw: dict[str, str] = field(default_factory=dict)
+    unterminated: tuple[str, ...] = ()  # columns whose reasoning block never closed (no answer: unparsed)
 
     def columns(self) -> list[str]:
         return list(self.texts) if self.texts else list(self.measures)
@@ -418,7 +424,9 @@ class Evaluator:
             saved = {BASE: p.base_prediction, ADAPTER: p.prediction}
         lists = {c: v for c, v in saved.items() if not isinstance(v, str)}
         if not lists:
-            return RowOutputs(texts={c: v for c, v in saved.items() if isinstance(v, str)})
+            return self._answers(
+                RowOutputs(texts={c: v for c, v in saved.items() if isinstance(v, str)}), ref.case
+            )
         case = ref.case
         where = f"{self.options.predictions}:{p.line}"
         if case.evaluation_type != "code_execution":
@@ -435,7 +443,7 @@ class Evaluator:
                     f"{where}: id '{p.id}' has {len(texts)} predictions for {column}, and its row "
                     f"({name}:{case.line}) asks for samples: {wanted}"
                 )
-        return RowOutputs(texts={c: v[0] for c, v in found.items()}, samples=found)
+        return self._answers(RowOutputs(texts={c: v[0] for c, v in found.items()}, samples=found), case)
 
     def unmatched_predictions(self) -> list[str]:
         """Ids of saved predictions that match no collected row, for the report."""
@@ -733,9 +741,12 @@ class Evaluator:
 
             columns = list(texts[keys[n][0]])
             samples = {c: [shaped(texts[k][c]) for k in keys[n]] for c in columns}
-            outputs[n] = RowOutputs(
-                texts={c: samples[c][0] for c in columns},
-                samples=samples if len(keys[n]) > 1 else None,
+            outputs[n] = self._answers(
+                RowOutputs(
+                    texts={c: samples[c][0] for c in columns},
+                    samples=samples if len(keys[n]) > 1 else None,
+                ),
+                self.rows[n].case,
             )
         fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
         if self.options.fluency and ok:
@@ -744,6 +755,26 @@ class Evaluator:
             )
         for n, f in zip(ok, fluency, strict=True):
             self.outputs[n] = replace(outputs[n], fluency=f)
+
+    def _answers(self, out: RowOutputs, case: Case) -> RowOutputs:
+        """The outputs with a leading reasoning block cut off (--llmeval-reasoning-tags), the raw outputs
+        kept beside them. A completion-style row's output is code continuing its prompt: left whole."""
+        tags = self.options.reasoning_tags
+        if tags is None or completion_mode(case):
+            return out
+        from pytest_llmeval.reasoning import split_reasoning
+
+        texts, raw, unterminated = dict(out.texts), {}, []
+        for column, text in out.texts.items():
+            split = split_reasoning(text, tags)
+            if split.stripped:
+                texts[column], raw[column] = split.answer, text
+                if split.unterminated:
+                    unterminated.append(column)
+        samples = None
+        if out.samples is not None:
+            samples = {c: [split_reasoning(t, tags).answer for t in ts] for c, ts in out.samples.items()}
+        return replace(out, texts=texts, samples=samples, raw=raw, unterminated=tuple(unterminated))
 
     def _isolated(self, loaded: LoadedModel, column: str, jobs: dict[str, _Job]) -> dict[str, str]:
         """One column's outputs of `jobs` (job key -> job), unstripped, generated in one batch per
@@ -1249,8 +1280,13 @@ class Evaluator:
         except RowError as exc:
             return RowResult(record=record(error=str(exc)), score=None, error=str(exc))
         models: dict[str, SideRecord] = {
-            column: {"output": out.texts.get(column), "score": None} for column in out.columns()
+            column: {"output": out.raw.get(column, out.texts.get(column)), "score": None}
+            for column in out.columns()
         }
+        for column in out.raw:
+            # The raw output stays `output`; what was scored, after the reasoning block, is beside it.
+            models[column]["scored_output"] = out.texts[column]
+            models[column]["reasoning_unterminated"] = column in out.unterminated
         for name, measured in (out.fluency or {}).items():
             models[name]["fluency"] = measured
         if nodeid in self.truncated:

@@ -64,6 +64,17 @@ def _device(value: str) -> str:
     raise ValueError(value)  # argparse turns this into "invalid _device value"
 
 
+def _reasoning_tags(value: str) -> tuple[str, str]:
+    import argparse
+
+    from pytest_llmeval.reasoning import parse_tags
+
+    try:
+        return parse_tags(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -227,6 +238,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="TEXT",
         help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
         "server does not say it",
+    )
+    group.addoption(
+        "--llmeval-reasoning-tags",
+        type=_reasoning_tags,
+        default=("<think>", "</think>"),
+        metavar="OPEN,CLOSE",
+        help="an output that opens with a reasoning block between these tags is scored on what follows it; "
+        "results.json keeps the raw output (default: <think>,</think>)",
+    )
+    group.addoption(
+        "--llmeval-keep-reasoning",
+        action="store_true",
+        default=False,
+        help="score outputs whole, a leading reasoning block included",
     )
     group.addoption(
         "--llmeval-device",
@@ -564,6 +589,7 @@ def pytest_configure(config: pytest.Config) -> None:
         adjust=opt.llmeval_adjust,
         endpoint=endpoint,
         quantization=opt.llmeval_quantization,
+        reasoning_tags=None if opt.llmeval_keep_reasoning else opt.llmeval_reasoning_tags,
     )
     baselines = _baselines(config)
     store = RowStore()

@@ -52,6 +52,10 @@ class SideRecord(TypedDict, total=False):
     fluency: FluencyRecord  # --llmeval-fluency: perplexity of this side's output
     # --llmeval-context-overflow truncate-*: the prompt was cut to fit the model's context (how, in tokens)
     prompt_truncated: dict[str, Any]
+    # The output opened with a reasoning block (--llmeval-reasoning-tags): `output` is the raw text, this
+    # the answer after the block, which was scored; unterminated: the block never closed (no answer).
+    scored_output: str
+    reasoning_unterminated: bool
 
 
 class RowRecord(TypedDict):

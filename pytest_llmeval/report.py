@@ -1380,6 +1380,14 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
             lines.append(
                 f"  fluency, perplexity of each model's own outputs: {_fluency_text(bench['fluency'])}"
             )
+        unparsed = bench.get("unparsed") or {}
+        if any(u["n_unparsed"] for u in unparsed.values()):
+            parts = [
+                f"{who} {percent(u['rate'])} ({u['n_unparsed']} of {u['n_rows']})"
+                for who, u in ((w, unparsed.get(w)) for w in (BASE, ADAPTER))
+                if u
+            ]
+            lines.append(f"  unparsed (no answer extracted; scored 0, not wrong answers): {', '.join(parts)}")
         passk = bench.get("pass_at_k")
         if passk and any(k != "1" for who in passk.values() for k in who):
             # Only for sampled rows: a greedy run's pass@1 is the pass rate the table already shows.

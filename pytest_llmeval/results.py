@@ -803,6 +803,9 @@ def _benchmark_entry(
     passk = pass_at_k_summary(rows)
     if passk is not None:
         entry["pass_at_k"] = passk
+    unparsed = unparsed_summary(rows)
+    if unparsed is not None:
+        entry["unparsed"] = unparsed
     corpus = corpus_scores(rows)
     if corpus is not None:
         entry["corpus"] = corpus
@@ -911,6 +914,25 @@ def pass_at_k_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
                 str(k): {"value": sum(values) / len(values), "n_rows": len(values)}
                 for k, values in sorted(per_k.items())
             }
+    return summary or None
+
+
+def unparsed_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per model, the share of rows whose answer could not be extracted (an extract_pattern that matched
+    nothing, a saved prediction naming no choice, a reasoning block that never closed), among the rows
+    that extract an answer: wrong answers and unparsed ones told apart. None when no row extracts."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        counted = unparsed = 0
+        for record in records:
+            found, its = score(record, who), side(record, who)
+            truncated_thought = bool(its and its.get("reasoning_unterminated"))
+            if found is None or ("unparsed" not in found and not truncated_thought):
+                continue
+            counted += 1
+            unparsed += bool(found.get("unparsed")) or truncated_thought
+        if counted:
+            summary[who] = {"rate": unparsed / counted, "n_unparsed": unparsed, "n_rows": counted}
     return summary or None
 
 

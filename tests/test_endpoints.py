@@ -348,3 +348,18 @@ def test_completion_rows_and_samples_at_the_endpoint(pytester: pytest.Pytester, 
     assert len(generation_posts(server)) == 3  # all three from the cache
     pytester.runpytest(*args, "code.jsonl", "--llmeval-cache-dir=another-cache")
     assert [p.body["seed"] for p in generation_posts(server)[3:]] == seeds
+
+
+def test_a_served_reasoning_block_is_cut_off_before_scoring(
+    pytester: pytest.Pytester, server: FaultServer
+) -> None:
+    """Generated outputs go through the same cut as saved ones: the server answers "<think>...</think>yes"
+    (the prompt reversed), the row is scored on "yes", and results.json keeps the raw answer."""
+    answer = "<think>the user wants a yes</think> yes"
+    pytester.makefile(".jsonl", bench=jsonl([row("r", instruction=answer[::-1], expected="yes")]))
+    args = [a for a in served_args(server) if a != "--adapter=lora-id"]
+    pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=1)
+    side = json.loads((pytester.path / "results.json").read_text())["benchmarks"][0]["rows"][0]["models"][
+        "base"
+    ]
+    assert (side["output"], side["scored_output"]) == (answer, "yes")

@@ -127,6 +127,7 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
                 threshold=options.threshold,
                 details={
                     "extracted": None,
+                    "unparsed": True,  # no answer found: reported apart from wrong answers
                     "reason": "extract_pattern matched nothing",
                     "normalized_expected": _comparable(expected, options),
                 },
@@ -136,7 +137,13 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
     return Score(
         value=1.0 if got == want else 0.0,
         threshold=options.threshold,
-        details={"extracted": extracted, "normalized_prediction": got, "normalized_expected": want},
+        details={
+            "extracted": extracted,
+            "normalized_prediction": got,
+            "normalized_expected": want,
+            # Only a row that extracts can fail to: without a pattern the whole output is the answer.
+            **({"unparsed": False} if options.extract_pattern is not None else {}),
+        },
     )
 
 

@@ -121,6 +121,7 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
             "predicted": None if picked is None else config["choices"][picked],
             "expected_index": answer,
             "reason": None if picked is not None else "the prediction names no choice",
+            "unparsed": picked is None,
         },
     )
 
