@@ -335,6 +335,7 @@ class Evaluator:
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
     _identity: Identity | None = None  # identity(), worked out once (a hub id's lookup reads the disk)
     shipped_meta: dict[str, Any] | None = None  # xdist worker: the metadata last sent on a report
+    subset: dict[str, Any] | None = None  # --llmeval-sample: which rows ran (seed, sizes, the ids' digest)
 
     @property
     def has_adapter(self) -> bool:
@@ -1707,6 +1708,7 @@ class Evaluator:
             "adapter": None if spec.adapter is None else str(spec.adapter),
             "base_model": spec.base_model or "embedded:SmolLM2-135M-Instruct",
             "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
+            "subset": self.subset,
             "inference_config": {
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",

@@ -64,6 +64,17 @@ def _device(value: str) -> str:
     raise ValueError(value)  # argparse turns this into "invalid _device value"
 
 
+def _sample_size(value: str) -> int | float:
+    import argparse
+
+    from pytest_llmeval.subsets import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _reasoning_tags(value: str) -> tuple[str, str]:
     import argparse
 
@@ -238,6 +249,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="TEXT",
         help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
         "server does not say it",
+    )
+    group.addoption(
+        "--llmeval-sample",
+        type=_sample_size,
+        default=None,
+        metavar="N_OR_FRACTION",
+        help="run a seeded subset of each benchmark file: N rows, or a fraction (0.25), stratified by "
+        "difficulty, the same rows for every model and worker; the run is marked incomplete",
+    )
+    group.addoption(
+        "--llmeval-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of --llmeval-sample's subset (default 0)",
     )
     group.addoption(
         "--llmeval-reasoning-tags",
@@ -943,12 +969,44 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
     return BenchmarkFile.from_parent(parent, path=file_path)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # the subset is drawn from whole files, before -k and -m deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.option.llmeval_sample is not None:
+        _keep_subset(config, items)
     # Gates run after every row they depend on: move them to the end, keeping every other order. Under
     # xdist this also puts them last in the scheduler's queue, so a gate waits as little as possible.
     items[:] = [i for i in items if not isinstance(i, GateItem)] + [
         i for i in items if isinstance(i, GateItem)
     ]
+
+
+def _keep_subset(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--llmeval-sample: deselect all but a seeded, difficulty-stratified subset of each benchmark file's
+    rows. It depends on the files, the size and the seed only: every model, worker and run gets the same."""
+    from pytest_llmeval.subsets import pick, subset_digest
+
+    size, seed = config.option.llmeval_sample, config.option.llmeval_seed
+    by_file: dict[str, list[CaseItem]] = {}
+    for item in items:
+        if isinstance(item, CaseItem):
+            by_file.setdefault(item.info["name"], []).append(item)
+    kept: set[tuple[str, str]] = set()
+    sizes: dict[str, dict[str, int]] = {}
+    for name, rows in by_file.items():
+        chosen = pick([(r.case.id, r.case.difficulty) for r in rows], size, seed=seed, salt=name)
+        kept |= {(name, row_id) for row_id in chosen}
+        sizes[name] = {"rows": len(chosen), "of": len(rows)}
+    dropped = [i for i in items if isinstance(i, CaseItem) and (i.info["name"], i.case.id) not in kept]
+    if dropped:
+        items[:] = [i for i in items if i not in dropped]
+        config.hook.pytest_deselected(items=dropped)
+    config.stash[EVALUATOR_KEY].subset = {
+        "size": size,
+        "seed": seed,
+        "stratified_by": "difficulty",
+        "benchmarks": sizes,
+        "ids_sha256": subset_digest(sorted(kept)),
+    }
 
 
 _DESELECTED_KEY = pytest.StashKey[list[BenchmarkInfo]]()
@@ -981,6 +1039,8 @@ def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> di
         how.append("--sw")
     if getattr(opt, "deselect", None):
         how.append("--deselect")
+    if getattr(opt, "llmeval_sample", None) is not None:
+        how.append(f"--llmeval-sample {opt.llmeval_sample} --llmeval-seed {opt.llmeval_seed}")
     if any("::" in arg for arg in config.args):
         how.append("node ids on the command line")
     return {"selected": len(selected), "total": sum(files.values()), "how": ", ".join(how) or "a selection"}

@@ -747,6 +747,8 @@ def _build(
         "hardware_detail": hardware,
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
+        # --llmeval-sample: the seeded subset that ran (the same rows for every model and worker).
+        "subset": meta.get("subset"),
         "sandbox": sandbox_isolation(ordered),
         # Over every row of the run: the QA document scores one model with several metrics at once.
         "composite": composite_summary(ordered, weights),
