@@ -1580,9 +1580,26 @@ class Evaluator:
                     family="gates",
                     family_size=adjusted.family_size,
                 )
-            return gates.better_than_base(cmp, mode=opts.mode, who=who, adjusted=adjusted), blocks
+            verdict = gates.better_than_base(cmp, mode=opts.mode, who=who, adjusted=adjusted)
+            return self._explain_no_effect(verdict, records, column), blocks
         verdict = gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop, who=who)
-        return verdict, blocks
+        return self._explain_no_effect(verdict, records, column), blocks
+
+    @staticmethod
+    def _explain_no_effect(
+        verdict: gates.Verdict, records: Sequence[RowRecord], column: str
+    ) -> gates.Verdict:
+        """A comparison gate on rows where the column produced exactly what the base did says so: the
+        usual cause is an adapter that was never applied, not an adapter that does nothing useful."""
+        from pytest_llmeval.results import NO_EFFECT, adapter_effect
+
+        if adapter_effect(records, column) != "none":
+            return verdict
+        return replace(
+            verdict,
+            message=f"{verdict.message}; {NO_EFFECT}",
+            details={**verdict.details, "adapter_effect": "none"},
+        )
 
     def models_meta(self) -> list[dict[str, Any]]:
         """results.json's `models`: every column with its kind, source, version and weights fingerprint
@@ -1604,6 +1621,11 @@ class Evaluator:
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
+                if self._loaded is not None and self._loaded.weights_loaded:
+                    from pytest_llmeval.models import zero_lora_adapters
+
+                    # B = 0 (peft's initialisation, a save before training): the adapter changes nothing.
+                    entry["lora_b_all_zero"] = column in zero_lora_adapters(self._loaded.model)
         if self._loaded is not None or self._served is not None:
             self._models_meta = [dict(entry) for entry in entries]
         return entries

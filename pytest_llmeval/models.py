@@ -406,6 +406,19 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
 _FITS: set[tuple[str, int, int, str]] = set()
 
 
+def zero_lora_adapters(model: Any) -> list[str]:
+    """The LoRA adapters loaded on `model` whose every B matrix is zero (peft's initialisation): adding
+    them changes no output. Adapters of other kinds (no lora_B weights) are not judged."""
+    found: dict[str, bool] = {}
+    for name, parameter in model.named_parameters():
+        parts = name.split(".")
+        for marker in ("lora_B", "lora_embedding_B"):
+            if marker in parts and parts.index(marker) + 1 < len(parts):
+                adapter = parts[parts.index(marker) + 1]
+                found[adapter] = found.get(adapter, True) and not bool(parameter.detach().any())
+    return sorted(adapter for adapter, zero in found.items() if zero)
+
+
 def check_adapter_fits(adapter: Path, base_path: str) -> None:
     """Check every LoRA tensor against the base architecture without loading weights (meta device)."""
     weights = adapter_weights(adapter)

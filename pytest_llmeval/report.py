@@ -37,6 +37,7 @@ from pytest_llmeval.formatting import (
     points,
 )
 from pytest_llmeval.records import ADAPTER, BASE
+from pytest_llmeval.results import NO_EFFECT
 
 # Scores that agree to within this are equal: means of floats are not exact (see stats._NOISE).
 _EPS = 1e-9
@@ -1370,6 +1371,8 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
         lines.append(line)
         if bench.get("out_of_domain"):
             lines.append(f"  out of domain: {out_of_domain(bench['out_of_domain'])}")
+        if bench.get("adapter_effect") == "none":
+            lines.append(f"  NO ADAPTER EFFECT: {NO_EFFECT}")
         ppl = bench.get("perplexity")
         if ppl and ppl.get(BASE):
             text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}"

@@ -820,6 +820,8 @@ def _benchmark_entry(
             entry["comparison_with_previous"] = regression["statistics"]["comparison_with_previous"]
         else:
             entry["comparison_with_previous"] = previous_comparison(bench, rows, baseline, alpha)[1]
+    if has_adapter:
+        entry["adapter_effect"] = adapter_effect(rows)
     if has_adapter and bench["domain"] == "out":
         verdict = gates.get("no_degradation")
         entry["out_of_domain"] = out_of_domain_figure(
@@ -936,6 +938,31 @@ def unparsed_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
         if counted:
             summary[who] = {"rate": unparsed / counted, "n_unparsed": unparsed, "n_rows": counted}
     return summary or None
+
+
+def _what_changed(record: Mapping[str, Any], who: str) -> Any:
+    """What a model produced on a row, to compare with another model: its text, else what it measured."""
+    its = side(record, who)
+    if its is None:
+        return None
+    if its.get("output") is not None:
+        return its["output"]
+    found = its.get("score") or {}
+    return (found.get("value"), found.get("perplexity"), found.get("predicted_index"))
+
+
+def adapter_effect(records: Sequence[Mapping[str, Any]], who: str = ADAPTER) -> str | None:
+    """ "none" when `who` produced exactly what the base produced on every row both ran (an adapter that
+    was never applied, or whose LoRA B weights are all zero: lm-eval #2432, peft #1468), "changed" when
+    it differs on any, None without a row to compare."""
+    pairs = [(_what_changed(r, who), _what_changed(r, BASE)) for r in records]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not pairs:
+        return None
+    return "none" if all(a == b for a, b in pairs) else "changed"
+
+
+NO_EFFECT = "its outputs equal the base's on every row (adapter_effect: none): is the adapter applied?"
 
 
 def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
