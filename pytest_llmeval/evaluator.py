@@ -76,6 +76,7 @@ class GateOptions:
     min_edge: int = 5
     domain_globs: tuple[str, ...] = ()  # benchmark paths (relative to the rootdir) that are in-domain
     train_data: Path | None = None  # --llmeval-train-data, else the adapter folder's training file
+    slice_keys: tuple[str, ...] = ()  # --llmeval-slice-gate: no_degradation judges each slice of these keys
 
 
 @dataclass(frozen=True)
@@ -1583,7 +1584,52 @@ class Evaluator:
             verdict = gates.better_than_base(cmp, mode=opts.mode, who=who, adjusted=adjusted)
             return self._explain_no_effect(verdict, records, column), blocks
         verdict = gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop, who=who)
+        if opts.slice_keys and cmp is not None:
+            verdict = self._slice_gate(verdict, records, column)
         return self._explain_no_effect(verdict, records, column), blocks
+
+    def _slice_gate(self, overall: gates.Verdict, records: Sequence[RowRecord], column: str) -> gates.Verdict:
+        """--llmeval-slice-gate: no_degradation of each slice of the keys given, on the slice's own rows; a
+        slice fails when its drop passes the fail threshold and its paired test, Holm-adjusted over every
+        slice judged, is significant (a 3-row slice dropping by chance fails nothing); the gate is the
+        worst of the whole benchmark's verdict and the slices'."""
+        from pytest_llmeval.formatting import p_value
+        from pytest_llmeval.results import slice_comparison, slice_rows
+        from pytest_llmeval.stats import holm
+
+        opts = self.options.gate_options
+        judged = [
+            (f"{key}:{value}", slice_comparison(rows, opts.alpha, column))
+            for key, values in slice_rows(records).items()
+            if key in opts.slice_keys
+            for value, rows in values.items()
+        ]
+        judged = [(name, entry) for name, entry in judged if entry.get("difference") is not None]
+        if not judged:
+            keys = ", ".join(opts.slice_keys)
+            return replace(overall, message=f"{overall.message}; no row is tagged with a slice of {keys}")
+        adjusted = holm([float(entry["p_value"]) for _, entry in judged])
+        rank = {"pass": 0, "warn": 1, "fail": 2}
+        status, notes, per_slice = overall.status, [], {}
+        for (name, entry), p in zip(judged, adjusted, strict=True):
+            drop = -float(entry["difference"])
+            state = "pass"
+            if drop > opts.fail_drop and p < opts.alpha:
+                state = "fail"
+            elif drop > opts.warn_drop:
+                state = "warn"
+            per_slice[name] = {**entry, "drop": drop, "p_value_adjusted": p, "status": state}
+            if state != "pass":
+                notes.append(f"{name} drop {drop:.3f} (n={entry['n']}, Holm p={p_value(p)}: {state})")
+            if rank.get(state, 0) > rank.get(status, 0):
+                status = state
+        shown = "; slices: " + ("; ".join(notes) if notes else f"all {len(judged)} within the thresholds")
+        return replace(
+            overall,
+            status=status,
+            message=overall.message + shown,
+            details={**overall.details, "slices": per_slice},
+        )
 
     @staticmethod
     def _explain_no_effect(

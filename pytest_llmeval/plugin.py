@@ -335,6 +335,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="no_degradation fails above this drop (default 0.10 = 10 points)",
     )
     group.addoption(
+        "--llmeval-slice-gate",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="no_degradation also judges each slice of this tag key (domain for domain:film, domain:product; "
+        "'tag' for plain tags), Holm-adjusted over the slices; repeatable",
+    )
+    group.addoption(
         "--llmeval-min-rows", type=_positive_int, default=50, metavar="N", help="size gate (default 50)"
     )
     group.addoption(
@@ -583,6 +591,7 @@ def pytest_configure(config: pytest.Config) -> None:
         min_edge=opt.llmeval_min_edge_cases,
         domain_globs=tuple(domain_globs),
         train_data=opt.llmeval_train_data or find_training_file(first),
+        slice_keys=tuple(opt.llmeval_slice_gate),
     )
     if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
         raise pytest.UsageError(
@@ -1328,7 +1337,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("llmeval")
     if document.get("base_model_note"):
         terminalreporter.write_line(f"note: {document['base_model_note']}")
-    for line in summary_lines(document, verbose=config.option.verbose >= -1):
+    for line in summary_lines(
+        document, verbose=config.option.verbose >= -1, slices=config.option.verbose >= 1
+    ):
         terminalreporter.write_line(line)
     cache_info = (document.get("inference_config") or {}).get("cache") or {}
     if cache_info.get("enabled"):

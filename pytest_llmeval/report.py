@@ -1319,6 +1319,27 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
     out.append("</div>")
     if bench.get("perplexity"):
         out += _perplexity_html(bench["perplexity"])
+    if bench.get("slices"):
+        header = ["slice", "rows", "base", *(["adapter", "difference", "p"] if adapter else [])]
+        rows = [
+            [
+                f"{key}:{value}",
+                entry["n"],
+                percent(entry.get("base")),
+                *(
+                    [
+                        percent(entry.get("adapter")),
+                        _num(entry.get("difference"), "+.3f"),
+                        p_value(entry.get("p_value")),
+                    ]
+                    if adapter
+                    else []
+                ),
+            ]
+            for key, values in bench["slices"].items()
+            for value, entry in values.items()
+        ]
+        out += _kv_table("Slices (tags): each one's rows compared on their own", header, rows)
     if bench.get("fluency"):
         out += _fluency_html(bench["fluency"])
     if bench.get("composite"):
@@ -1350,7 +1371,27 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
 # The terminal summary
 
 
-def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[str]:
+def _slice_text(entry: Mapping[str, Any], adapter: bool) -> str:
+    text = f"n={entry['n']:<4} base {percent(entry.get('base'))}"
+    if adapter:
+        text += f", adapter {percent(entry.get('adapter'))}"
+        if entry.get("difference") is not None and entry.get("measure") == "score":
+            text += f", {points(entry['difference'])}, p={p_value(entry.get('p_value'))}"
+        elif entry.get("difference") is not None:
+            text += f", {entry['difference']:+.4f} ({entry['measure']}), p={p_value(entry.get('p_value'))}"
+    return text
+
+
+def _slice_lines(slices: Mapping[str, Any], adapter: bool) -> list[str]:
+    """-v: every slice of the benchmark, one line each."""
+    return [
+        f"  slice {key}:{value:<24} {_slice_text(entry, adapter)}"
+        for key, values in slices.items()
+        for value, entry in values.items()
+    ]
+
+
+def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: bool = False) -> list[str]:
     """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
     adapter = document["mode"] == "adapter_vs_base"
     lines = []
@@ -1400,6 +1441,8 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True) -> list[
                 if passk.get(who)
             ]
             lines.append(f"  pass@k: {'; '.join(parts)}")
+        if slices and bench.get("slices"):
+            lines += _slice_lines(bench["slices"], adapter)
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")
