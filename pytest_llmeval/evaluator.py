@@ -1631,6 +1631,26 @@ class Evaluator:
             details={**overall.details, "slices": per_slice},
         )
 
+    @property
+    def backend(self) -> str:
+        """Where outputs came from: "transformers" (in this process), "endpoint" (--llmeval-endpoint) or
+        "predictions" (--llmeval-predictions): comparisons across backends compare the backends too."""
+        if self.options.predictions is not None:
+            return "predictions"
+        return "endpoint" if self.served else "transformers"
+
+    def _provenance(self, entry: dict[str, Any], column: str) -> None:
+        """A column's tokenizer (BOS and EOS handling, chat template hash) and Hub revision, once loaded."""
+        from pytest_llmeval.generation import tokenizer_provenance
+        from pytest_llmeval.models import revision_of
+
+        loaded = self._column_models.get(column) if column in self._model_columns() else self._loaded
+        if loaded is None:
+            return
+        entry["tokenizer"] = tokenizer_provenance(loaded.tokenizer)
+        source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
+        entry["revision"] = None if source is None else revision_of(source)
+
     @staticmethod
     def _explain_no_effect(
         verdict: gates.Verdict, records: Sequence[RowRecord], column: str
@@ -1660,10 +1680,12 @@ class Evaluator:
         entries = self.roster.to_json(base)
         for entry in entries:
             column = str(entry["column"])
+            entry["backend"] = self.backend
             if self.served:
                 entry["fingerprint"] = None
                 entry["served"] = self._served_meta(column)
                 continue
+            self._provenance(entry, column)
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
@@ -1787,6 +1809,7 @@ class Evaluator:
                 "device": spec.device,
                 "dtype": spec.dtype,
                 "cache": self.cache_info(),
+                "backend": self.backend,
             },
         }
         if self.options.predictions is not None:
@@ -1797,6 +1820,7 @@ class Evaluator:
                 meta["unmatched_predictions"] = self.unmatched_predictions()
             meta["inference_config"] = {
                 "source": f"saved predictions in {source}: nothing was generated",
+                "backend": self.backend,
                 "decoding": {"max_new_tokens": self.options.max_new_tokens, "temperature": 0.0, "top_p": 1.0},
             }
             if self.has_adapter:

@@ -166,6 +166,23 @@ def template_info(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     return {"kind": "plain", "template": PLAIN_TEMPLATE, "template_no_input": PLAIN_TEMPLATE_NO_INPUT}
 
 
+def tokenizer_provenance(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """What a model's prompts were tokenized with, for results.json: whether an encoding starts with the
+    BOS token (and which), the EOS and pad tokens, the chat template's hash. Two columns that differ here
+    were not prompted alike."""
+    bos_id = tokenizer.bos_token_id
+    ids = tokenizer("x")["input_ids"]
+    template = getattr(tokenizer, "chat_template", None)
+    return {
+        "adds_bos": bool(bos_id is not None and ids[:1] == [bos_id]),
+        "bos_token": tokenizer.bos_token,
+        "eos_token": tokenizer.eos_token,
+        "pad_token": tokenizer.pad_token,
+        "chat_template_sha256": hashlib.sha256(str(template).encode()).hexdigest() if template else None,
+        "vocab_size": len(tokenizer),
+    }
+
+
 def generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

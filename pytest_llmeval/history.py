@@ -272,6 +272,12 @@ def diff_lines(a: Run, b: Run, *, alpha: float = 0.05) -> list[str]:
     for run, label in ((a, "A"), (b, "B")):
         if run.document.get("complete") is not True:
             lines.append(f"note: {label} is partial ({run.document.get('incomplete_reason')})")
+    backends = [(d.get("inference_config") or {}).get("backend") for d in (a.document, b.document)]
+    if None not in backends and backends[0] != backends[1]:
+        lines.append(
+            f"warning: A ran on backend {backends[0]}, B on {backends[1]}: the differences below include the "
+            "backend's (its tokenizer, template and numerics), not only the model's"
+        )
     if run_schema := {d.get("schema_version") for d in (a.document, b.document)} - {SCHEMA_VERSION}:
         shown = ", ".join(sorted(map(str, run_schema)))
         lines.append(f"note: schema_version {shown} is not this version's ({SCHEMA_VERSION})")

@@ -406,6 +406,16 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
 _FITS: set[tuple[str, int, int, str]] = set()
 
 
+def revision_of(path: str | Path) -> str | None:
+    """The Hub commit a folder was downloaded at (huggingface_hub's cache keeps each under
+    snapshots/<commit>/), or None for a folder of your own."""
+    parts = Path(path).resolve().parts
+    for i, part in enumerate(parts[:-1]):
+        if part == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", parts[i + 1]):
+            return parts[i + 1]
+    return None
+
+
 def zero_lora_adapters(model: Any) -> list[str]:
     """The LoRA adapters loaded on `model` whose every B matrix is zero (peft's initialisation): adding
     them changes no output. Adapters of other kinds (no lora_B weights) are not judged."""
