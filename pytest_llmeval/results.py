@@ -796,27 +796,17 @@ def _benchmark_entry(
 
             cmp = compare_paired(adapter_values, base_values, alpha=alpha, bounded=bounded)
             entry.update(comparison_blocks(cmp, measure))
-    ppl = perplexity_summary(rows)
-    if ppl is not None:
-        entry["perplexity"] = ppl
-    fluency = fluency_summary(rows)
-    if fluency is not None:
-        entry["fluency"] = fluency
-    passk = pass_at_k_summary(rows)
-    if passk is not None:
-        entry["pass_at_k"] = passk
-    unparsed = unparsed_summary(rows)
-    if unparsed is not None:
-        entry["unparsed"] = unparsed
-    slices = slices_summary(rows, alpha)
-    if slices is not None:
-        entry["slices"] = slices
-    corpus = corpus_scores(rows)
-    if corpus is not None:
-        entry["corpus"] = corpus
-    composite = composite_summary(rows, weights)
-    if composite is not None:
-        entry["composite"] = composite
+    # The optional blocks: each present only where the benchmark's rows have something to say.
+    optional = {
+        "perplexity": perplexity_summary(rows),
+        "fluency": fluency_summary(rows),
+        "pass_at_k": pass_at_k_summary(rows),
+        "unparsed": unparsed_summary(rows),
+        "slices": slices_summary(rows, alpha),
+        "corpus": corpus_scores(rows),
+        "composite": composite_summary(rows, weights),
+    }
+    entry.update({key: block for key, block in optional.items() if block is not None})
     if baseline is not None:
         regression = gates.get("no_regression")
         if regression is not None and regression["statistics"] is not None:

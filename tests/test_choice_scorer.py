@@ -120,6 +120,7 @@ def test_a_saved_prediction_scores_with_full_details(prediction: str, picked: in
         "predicted": None if picked is None else THREE["choices"][picked],
         "expected_index": 1,
         "reason": None if picked is not None else "the prediction names no choice",
+        "unparsed": picked is None,  # named no choice: counted apart from wrong answers
     }
 
 

@@ -490,6 +490,7 @@ def test_failed_extraction_records_the_normalised_expected_answer() -> None:
     assert result.value == 0.0
     assert result.details == {
         "extracted": None,
+        "unparsed": True,
         "reason": "extract_pattern matched nothing",
         "normalized_expected": "42",
     }
