@@ -200,7 +200,9 @@ def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool])
 
 def completion_mode(case: Case) -> bool:
     """A completion-style row: its input is sent raw for the model to continue (no chat template)."""
-    return case.evaluation_config.get("prompt_mode") == "completion"
+    from pytest_llmeval.scorers import code_execution
+
+    return case.evaluation_type == "code_execution" and code_execution.completion_mode(case.evaluation_config)
 
 
 def sampling_of(case: Case) -> tuple[int, float | None]:

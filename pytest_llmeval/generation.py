@@ -45,13 +45,17 @@ def user_message(instruction: str, input: str = "") -> str:
     return f"{instruction}\n\n{input}" if input.strip() else instruction
 
 
+def adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the tokenizer starts every encoding with its BOS token."""
+    bos_id = tokenizer.bos_token_id
+    return bos_id is not None and tokenizer("x")["input_ids"][:1] == [bos_id]
+
+
 def raw_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> str:
     """A completion-style prompt: the text as it is, no template, after the BOS token when the tokenizer
     starts every encoding with one (generate() adds no special tokens: a chat template writes its own)."""
     bos = getattr(tokenizer, "bos_token", None)
-    if isinstance(bos, str) and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]:
-        return bos + text
-    return text
+    return bos + text if isinstance(bos, str) and adds_bos(tokenizer) else text
 
 
 def build_prompt(tokenizer: PreTrainedTokenizerBase, instruction: str, input: str = "") -> str:
@@ -170,11 +174,9 @@ def tokenizer_provenance(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     """What a model's prompts were tokenized with, for results.json: whether an encoding starts with the
     BOS token (and which), the EOS and pad tokens, the chat template's hash. Two columns that differ here
     were not prompted alike."""
-    bos_id = tokenizer.bos_token_id
-    ids = tokenizer("x")["input_ids"]
     template = getattr(tokenizer, "chat_template", None)
     return {
-        "adds_bos": bool(bos_id is not None and ids[:1] == [bos_id]),
+        "adds_bos": adds_bos(tokenizer),
         "bos_token": tokenizer.bos_token,
         "eos_token": tokenizer.eos_token,
         "pad_token": tokenizer.pad_token,

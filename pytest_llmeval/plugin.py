@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,26 +64,32 @@ def _device(value: str) -> str:
     raise ValueError(value)  # argparse turns this into "invalid _device value"
 
 
-def _sample_size(value: str) -> int | float:
-    import argparse
+def _explained(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An option type whose ValueError message reaches the user as is (argparse's own would only say
+    "invalid value")."""
 
+    def convert(value: str) -> Any:
+        import argparse
+
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _sample_size(value: str) -> int | float:
     from pytest_llmeval.subsets import parse_size
 
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse_size(value)
 
 
 def _reasoning_tags(value: str) -> tuple[str, str]:
-    import argparse
-
     from pytest_llmeval.reasoning import parse_tags
 
-    try:
-        return parse_tags(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse_tags(value)
 
 
 def _positive_int(value: str) -> int:
@@ -252,7 +258,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-sample",
-        type=_sample_size,
+        type=_explained(_sample_size),
         default=None,
         metavar="N_OR_FRACTION",
         help="run a seeded subset of each benchmark file: N rows, or a fraction (0.25), stratified by "
@@ -267,7 +273,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llmeval-reasoning-tags",
-        type=_reasoning_tags,
+        type=_explained(_reasoning_tags),
         default=("<think>", "</think>"),
         metavar="OPEN,CLOSE",
         help="an output that opens with a reasoning block between these tags is scored on what follows it; "
