@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.generation import DecodingConfig
+from pytest_llmeval.inputs import TOKENIZER_STATE_FILES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -55,19 +56,6 @@ SKIPPED_PREFIXES = (".", "README", "LICENSE", "NOTICE", "USE_POLICY")
 SKIPPED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".gguf", ".onnx", ".h5", ".msgpack")
 # What peft reads from an adapter folder; metadata.json, training data and READMEs do not change outputs.
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "tokenizer.model",
-    "spiece.model",
-)
 # The code that turns weights and a prompt into text: an edit to it (a decoding fix) must not be served
 # outputs of the old code.
 CODE_MODULES = ("generation.py", "models.py")
@@ -208,8 +196,9 @@ def model_files(folder: Path) -> list[Path]:
 
 
 def adapter_files(folder: Path) -> list[Path]:
-    """The files peft loads from an adapter folder: its config and its weights."""
-    return [folder / n for n in ADAPTER_FILES if (folder / n).is_file()]
+    """The files an adapter is loaded from: peft's config and weights, and the tokenizer it ships, if any
+    (models.adapter_tokenizer: prompts of its column are built and read with it)."""
+    return [folder / n for n in (*ADAPTER_FILES, *TOKENIZER_STATE_FILES) if (folder / n).is_file()]
 
 
 def fingerprint_files(files: Sequence[Path], index: FileIndex) -> str:
@@ -220,7 +209,7 @@ def fingerprint_files(files: Sequence[Path], index: FileIndex) -> str:
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase, folder: Path, index: FileIndex) -> str:
     """The tokenizer's files in `folder` and the state the loader set on it (padding side, pad token)."""
-    files = [folder / n for n in TOKENIZER_FILES if (folder / n).is_file()]
+    files = [folder / n for n in TOKENIZER_STATE_FILES if (folder / n).is_file()]
     template = getattr(tokenizer, "chat_template", None)
     state = {
         "files": sorted([f.name, d] for f, d in zip(files, index.digests(files), strict=True)),

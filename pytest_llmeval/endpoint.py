@@ -139,6 +139,10 @@ class Answer:
     system_fingerprint: str | None = None
     finish_reason: str | None = None
     attempts: int = 1
+    # The tokens the server says it read and generated for this request (its `usage`); None when it says
+    # nothing, as some servers do.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +259,8 @@ class _Reply:
     system_fingerprint: str | None
     finish_reason: str | None
     url: str = ""  # redacted: where it came from
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -297,16 +303,24 @@ def _extract(response: object, chat: bool) -> _Reply:
         text = getattr(choice, "text", None)
     if text is not None and not isinstance(text, str):
         raise _Malformed(f"the choice's text is a {type(text).__name__}")
+    usage = getattr(response, "usage", None)
     return _Reply(
         text=text,
         model=_str_or_none(getattr(response, "model", None)),
         system_fingerprint=_str_or_none(getattr(response, "system_fingerprint", None)),
         finish_reason=_str_or_none(getattr(choice, "finish_reason", None)),
+        prompt_tokens=_count_or_none(getattr(usage, "prompt_tokens", None)),
+        completion_tokens=_count_or_none(getattr(usage, "completion_tokens", None)),
     )
 
 
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _count_or_none(value: object) -> int | None:
+    """A token count as the server reported it; anything but a count of 0 or more is no report."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _server_message(body: object, fallback: str) -> str:
@@ -523,6 +537,8 @@ class Endpoint:
             system_fingerprint=outcome.system_fingerprint,
             finish_reason=outcome.finish_reason,
             attempts=progress.attempts,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
         )
 
     # -- the retry loop, shared by probe() and complete() ------------------------------------------------

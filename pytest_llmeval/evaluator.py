@@ -20,8 +20,9 @@ import json
 import os
 import platform
 import sys
+import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ from pytest_llmeval.scorers import SCORERS, Score
 if TYPE_CHECKING:
     # Imported where used: the plugin imports this module at pytest's start, and runs without an endpoint
     # never need the client.
+    from pytest_llmeval.costs import Budget, Price
     from pytest_llmeval.endpoint import EndpointSettings, ServedModel
 
 GATE_PREFIX = "gate::"
@@ -110,6 +112,12 @@ class RunOptions:
     # --llmeval-reasoning-tags: a leading reasoning block is cut off before scoring; None (--llmeval-keep-
     # reasoning): outputs are scored whole.
     reasoning_tags: tuple[str, str] | None = ("<think>", "</think>")
+    # --llmeval-max-tokens / --llmeval-max-cost: no further chunk is sent to a model once this process has
+    # spent its share (costs.Budget; `workers`: the xdist workers sharing the caps).
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    workers: int = 1
+    prices: dict[str, Price] = field(default_factory=dict)  # [tool.llmeval.prices], by served model id
 
 
 @dataclass(frozen=True)
@@ -307,6 +315,11 @@ class Evaluator:
     truncated: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows whose prompt was cut to fit
     retries: list[dict[str, Any]] = field(default_factory=list)  # generation batches split after a failure
     notices: list[str] = field(default_factory=list)  # warnings for the plugin to show (once each)
+    # What each row cost each column (costs.side_cost), node id -> column -> cost; the budget it spends.
+    costs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    _budget: Budget | None = None  # made from the options on first use (budget())
+    stopped: str | None = None  # why later rows were not run (the budget ran out)
+    _load_s: dict[str, float] = field(default_factory=dict)  # loading seconds of released column models
     cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
@@ -316,6 +329,8 @@ class Evaluator:
     _column_models: dict[str, LoadedModel] = field(default_factory=dict)  # --llmeval-model columns held now
     _column_errors: dict[str, str] = field(default_factory=dict)  # --llmeval-model columns that cannot load
     _kept_columns: set[str] = field(default_factory=set)  # held for the llm_models fixture
+    # Each own-weights column's provenance (_provenance), taken when it loads: it may be released since.
+    _column_provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
     _roster: Roster | None = None  # roster, worked out once
     _family: list[dict[str, Any]] | None = None  # the comparisons that decide gates (gate_family())
     _embedder: Any = None  # embeddings.Embedder, loaded on the first semantic or bertscore row
@@ -499,9 +514,14 @@ class Evaluator:
             else:
                 column = adapters[0] if adapter and adapters else BASE
             return ServedLLM(self, column)
+        loaded = self.loaded()
+        first = next(iter([m.side for m in self.roster.adapters]), None)
+        side = adapter if isinstance(adapter, str) else (first if adapter else None)
+        if side is not None and side in loaded.apart:  # its tokenizer added tokens: weights of its own
+            loaded = self._column_model(side, keep=True)
         return LLM(
-            self.loaded(),
-            adapter=adapter,
+            loaded,
+            adapter=False if side is None else side,
             max_new_tokens=self.options.max_new_tokens,
             batch_size=self.options.batch_size,
         )
@@ -516,7 +536,7 @@ class Evaluator:
             return handles | {m.side: ServedLLM(self, m.side) for m in self.roster.members}
         for member in self.roster.members:
             if member.kind == "adapter":
-                handles[member.side] = self.llm(adapter=member.side)
+                handles[member.side] = self.llm(adapter=member.side)  # shared weights, or load_apart's
             else:
                 handles[member.side] = LLM(
                     self._column_model(member.side, keep=True),
@@ -527,7 +547,8 @@ class Evaluator:
         return handles
 
     def _column_model(self, side: str, *, keep: bool = False) -> LoadedModel:
-        """A --llmeval-model column's weights. Held one at a time: loading the next releases the others, so
+        """The weights of a column with weights of its own (_model_columns): a --llmeval-model, or an
+        adapter whose tokenizer added tokens. Held one at a time: loading the next releases the others, so
         a 7B model and two small ones never sit on one GPU together (keep: a fixture holds it for good)."""
         if side in self._column_errors:
             raise ModelError(self._column_errors[side])
@@ -536,6 +557,7 @@ class Evaluator:
 
             for other in [o for o in self._column_models if o not in self._kept_columns]:
                 released = self._column_models.pop(other)
+                self._load_s[other] = self._load_s.get(other, 0.0) + released.load_seconds
                 on_cuda = released.device.type == "cuda"
                 del released  # the last reference: the weights go now, before the cache is emptied
                 if on_cuda:
@@ -545,19 +567,25 @@ class Evaluator:
             member = self.roster.member(side)
             spec = self.options.spec
             try:
-                self._column_models[side] = models.load(
-                    ModelSpec(
-                        base_model=member.source,
-                        device=spec.device,
-                        dtype=spec.dtype,
-                        threads=spec.threads,
-                        worker=spec.worker,
-                    ),
-                    option=f"--llmeval-model {member.name}",
-                )
+                if member.kind == "adapter":  # one whose tokenizer added tokens (models.load_apart)
+                    self._column_models[side] = models.load_apart(spec, side)
+                else:
+                    self._column_models[side] = models.load(
+                        ModelSpec(
+                            base_model=member.source,
+                            device=spec.device,
+                            dtype=spec.dtype,
+                            threads=spec.threads,
+                            worker=spec.worker,
+                        ),
+                        option=f"--llmeval-model {member.name}",
+                    )
             except ModelError as exc:
                 self._column_errors[side] = str(exc)
                 raise
+            provenance: dict[str, Any] = {}
+            self._provenance(provenance, side)
+            self._column_provenance[side] = provenance
         if keep:
             self._kept_columns.add(side)
         return self._column_models[side]
@@ -571,6 +599,39 @@ class Evaluator:
             for n in rows:
                 self.row_errors[n] = f"{self._where(n)}: {exc}"
             return None
+
+    def budget(self) -> Budget:
+        """What this process may still spend (--llmeval-max-tokens, --llmeval-max-cost), and has spent."""
+        if self._budget is None:
+            from pytest_llmeval.costs import Budget
+
+            self._budget = Budget(self.options.max_tokens, self.options.max_cost, share=self.options.workers)
+        return self._budget
+
+    def _spent(
+        self,
+        column: str,
+        rows: Sequence[str],
+        seconds: float,
+        tokens: Mapping[str, tuple[int | None, int | None]],
+        price: Price | None = None,
+    ) -> None:
+        """Record what one column spent on `rows` in `seconds` (shared equally among them): `tokens` holds
+        each generated row's (prompt, generated) tokens, a row missing from it came from the cache."""
+        from pytest_llmeval.costs import side_cost
+
+        share = seconds / len(rows) if rows else 0.0
+        for n in rows:
+            prompt, generated = tokens.get(n, (0, 0))
+            cost = side_cost(
+                prompt_tokens=prompt,
+                generated_tokens=generated,
+                cached=n not in tokens,
+                seconds=share,
+                price=price,
+            )
+            self.costs.setdefault(n, {})[column] = cost
+            self.budget().spend((prompt or 0) + (generated or 0), cost["usd"] or 0.0)
 
     def outputs_for(self, nodeid: str) -> RowOutputs:
         """The row's generated texts (or measurements), computing its whole chunk on first need."""
@@ -590,6 +651,10 @@ class Evaluator:
                 "endpoint does not return (--llmeval-endpoint): run them on the model's folder"
             )
         if nodeid not in self.outputs:
+            stop = self.budget().exhausted()
+            if stop is not None:  # nothing more is sent to a model; the rows already scored are kept
+                self.stopped = stop
+                raise RowSkipped(stop)
             chunk = [
                 n
                 for n in self._chunks[self._chunk_of[nodeid]]
@@ -629,8 +694,8 @@ class Evaluator:
     ) -> tuple[list[str], list[str], list[int]]:
         """The rows whose prompt fits the model's context with `room(case)` tokens after it (fitted by
         --llmeval-context-overflow), their prompts and rooms; the others go to row_errors, and the rows
-        whose prompt was cut to truncated. `loaded`: a full model column's own weights and template (None:
-        the shared base)."""
+        whose prompt was cut to truncated. `loaded`: a column's own weights or tokenizer (a full model, an
+        adapter's for_column view; None: the shared base's)."""
         from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
 
         own = loaded is None
@@ -659,7 +724,7 @@ class Evaluator:
                     reserved=reserved,
                 )
             except ValueError as exc:
-                where = "" if own else f" ({loaded.base.name})"
+                where = "" if own else f" ({loaded.label})"
                 self.row_errors[n] = f"{self._where(n)}: {exc}{where}"
                 continue
             if truncated is not None and own:
@@ -670,8 +735,12 @@ class Evaluator:
         return fitting, prompts, rooms
 
     def _model_columns(self) -> list[str]:
-        """The --llmeval-model columns, in the order given."""
-        return [] if self.options.predictions is not None else [m.side for m in self.roster.models]
+        """The columns on weights of their own (_column_model): the adapters whose tokenizer added tokens
+        (known once the model is loaded), then the --llmeval-model columns, in the order given."""
+        if self.options.predictions is not None:
+            return []
+        apart = [] if self._loaded is None else [c for c in self.columns() if c in self._loaded.apart]
+        return apart + [m.side for m in self.roster.models]
 
     def _shared_columns(self) -> list[str]:
         """The columns that run on the shared base weights: the base, then each adapter."""
@@ -699,7 +768,10 @@ class Evaluator:
             jobs = self._jobs(
                 rows, dict(zip(rows, its_prompts, strict=True)), dict(zip(rows, its_limits, strict=True))
             )
-            produced = self._isolated(model, column, jobs)
+            started = time.perf_counter()
+            tokens: dict[str, tuple[int | None, int | None]] = {}
+            produced = self._isolated(model, column, jobs, tokens)
+            self._spent(column, rows, time.perf_counter() - started, tokens)
             ok = [n for n in ok if all(k in produced for k in keys[n])]
             for k, text in produced.items():
                 texts.setdefault(k, {})[column] = text
@@ -707,7 +779,11 @@ class Evaluator:
         prompt_of = dict(zip(fitting, prompts, strict=True))
         limit_of = dict(zip(fitting, limits, strict=True))
         for column in self._shared_columns():
-            generate_column(loaded, column, ok, [prompt_of[n] for n in ok], [limit_of[n] for n in ok])
+            view = loaded.for_column(None if column == BASE else column)
+            if view is loaded:
+                generate_column(loaded, column, ok, [prompt_of[n] for n in ok], [limit_of[n] for n in ok])
+            else:  # an adapter with a tokenizer of its own: its prompts are built with it
+                generate_column(view, column, *self._fit_rows(ok, limit, "max_new_tokens", view))
         for column in self._model_columns():
             if not ok:
                 break
@@ -780,17 +856,27 @@ class Evaluator:
             samples = {c: [split_reasoning(t, tags).answer for t in ts] for c, ts in out.samples.items()}
         return replace(out, texts=texts, samples=samples, raw=raw, unterminated=tuple(unterminated))
 
-    def _isolated(self, loaded: LoadedModel, column: str, jobs: dict[str, _Job]) -> dict[str, str]:
+    def _isolated(
+        self,
+        loaded: LoadedModel,
+        column: str,
+        jobs: dict[str, _Job],
+        tokens: dict[str, tuple[int | None, int | None]] | None = None,
+    ) -> dict[str, str]:
         """One column's outputs of `jobs` (job key -> job), unstripped, generated in one batch per
         temperature (served from the generation cache where it can be); a batch that fails is split in
-        halves until the failing row is alone, and that row becomes an error."""
-        from pytest_llmeval.generation import Sampling, generate
+        halves until the failing row is alone, and that row becomes an error. `tokens` receives, per row
+        that was generated (not served from the cache), the (prompt, generated) tokens it took."""
+        from pytest_llmeval.generation import Sampling, Tokens, generate
+
+        owners: dict[str, str] = {}  # prompt -> the row it belongs to (the first, for a repeated prompt)
 
         def produce(
             batch: list[str], batch_limits: list[int], samplings: list[tuple[float, int]] | None = None
         ) -> list[str]:
+            counts = Tokens()
             with loaded.active(None if column == BASE else column):
-                return generate(
+                texts = generate(
                     loaded.model,
                     loaded.tokenizer,
                     batch,
@@ -801,9 +887,17 @@ class Evaluator:
                     if samplings is None
                     else Sampling(temperature=samplings[0][0], seeds=[seed for _, seed in samplings]),
                     strip=False,
+                    counts=counts,
                 )
+            if tokens is not None:
+                for prompt, read, wrote in zip(batch, counts.prompt, counts.generated, strict=True):
+                    before = tokens.get(owners[prompt], (0, 0))
+                    tokens[owners[prompt]] = ((before[0] or 0) + read, (before[1] or 0) + wrote)
+            return texts
 
         def run(these: list[str]) -> list[str]:
+            for k in reversed(these):
+                owners[jobs[k].prompt] = jobs[k].node
             batch = [jobs[k].prompt for k in these]
             batch_limits = [jobs[k].limit for k in these]
             sampled = [jobs[k].sampled for k in these]
@@ -1018,7 +1112,25 @@ class Evaluator:
                             seed=seed,
                         )
                     )
+        started = time.perf_counter()
         answers = self.endpoint().complete(requests) if requests else []
+        seconds = time.perf_counter() - started
+        # The tokens each column's rows took, as the server reported them (None: it said nothing).
+        spent: dict[str, dict[str, tuple[int | None, int | None]]] = {c: {} for c in self.columns()}
+        for (n, _key, column, _material), answer in zip(asked, answers, strict=True):
+            before = spent[column].get(n, (0, 0))
+            spent[column][n] = (
+                None
+                if answer.prompt_tokens is None or before[0] is None
+                else before[0] + answer.prompt_tokens,
+                None
+                if answer.completion_tokens is None or before[1] is None
+                else before[1] + answer.completion_tokens,
+            )
+        for column in self.columns():
+            # The columns' requests were in flight together: each column's rows share the wall time.
+            price = self.options.prices.get(self.served_id(column))
+            self._spent(column, nodeids, seconds / len(self.columns()), spent[column], price)
         for (n, key, column, material), answer in zip(asked, answers, strict=True):
             if answer.text is None:
                 if n not in self.row_errors:
@@ -1067,11 +1179,12 @@ class Evaluator:
             if external is not None:
                 scorer, on, label = self._model_named(external), None, external
             elif column in self._model_columns():
-                scorer, on = self._column_model(column), None
-                label = f"{scorer.base.name} (the model itself)"
+                scorer = self._column_model(column)
+                on = column if column in scorer.adapters else None
+                label = f"{scorer.label} (the model itself)"
             else:
-                scorer = self.loaded()
                 on = None if column == BASE else column
+                scorer = self.loaded().for_column(on)
                 label = (
                     f"{scorer.base.name} (the base model itself)"
                     if on is None
@@ -1104,23 +1217,38 @@ class Evaluator:
     ) -> None:
         """A measured chunk for every column: `measure(loaded, rows, columns)` on the shared weights for
         the base and the adapters, then on each full model; a row is kept when every column measured it."""
-        found: dict[str, dict[str, dict[str, Any]]] = {}
+        found: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in nodeids}
         ok = list(nodeids)
-        shared = self._cached_measure(measure, self.loaded(), ok, self._shared_columns())
-        for column, rows in shared.items():
-            for n, value in rows.items():
-                found.setdefault(n, {})[column] = value
-        ok = [n for n in ok if n in found]
+
+        def measured(model: LoadedModel, columns: list[str]) -> None:
+            nonlocal ok
+            started = time.perf_counter()
+            values = self._cached_measure(measure, model, ok, columns)
+            for column in columns:  # tokens read are not counted for measured rows: (None, None)
+                self._spent(
+                    column,
+                    ok,
+                    (time.perf_counter() - started) / len(columns),
+                    dict.fromkeys(ok, (None, None)),
+                )
+            ok = [n for n in ok if all(n in values.get(c, {}) for c in columns)]
+            for n in ok:
+                found[n] |= {c: values[c][n] for c in columns}
+
+        loaded = self.loaded()
+        shared = self._shared_columns()
+        # The base and the adapters prompted with its tokenizer share calls; one with its own, its own.
+        measured(loaded, [c for c in shared if loaded.for_column(None if c == BASE else c) is loaded])
+        for column in [c for c in shared if c != BASE and loaded.for_column(c) is not loaded]:
+            if ok:
+                measured(loaded.for_column(column), [column])
         for column in self._model_columns():
             if not ok:
                 break
             model = self._column_model_or_fail(column, ok)
             if model is None:
                 return
-            rows = self._cached_measure(measure, model, ok, [column]).get(column, {})
-            ok = [n for n in ok if n in rows]
-            for n in ok:
-                found[n][column] = rows[n]
+            measured(model, [column])
         for n in ok:
             self.outputs[n] = RowOutputs(measures=found[n])
 
@@ -1267,8 +1395,10 @@ class Evaluator:
         where = self._where(nodeid)
         evaluated = self.evaluated_for(ref.benchmark)
 
+        scoring = 0.0
+
         def record(models: dict[str, SideRecord] | None = None, **outcome: Any) -> RowRecord:
-            return row_record(
+            made = row_record(
                 nodeid=nodeid,
                 benchmark=ref.benchmark,
                 case=case,
@@ -1276,6 +1406,11 @@ class Evaluator:
                 models=models,
                 **outcome,
             )
+            spent = self.costs.get(nodeid)
+            if spent:
+                # Scoring judges every column at once: its seconds are shared among them.
+                made["cost"] = {c: {**cost, "scoring_s": scoring / len(spent)} for c, cost in spent.items()}
+            return made
 
         try:
             out = self.outputs_for(nodeid)
@@ -1303,10 +1438,12 @@ class Evaluator:
         except RowError as exc:
             error = f"{where}: {exc}"
             return RowResult(record=record(error=error), score=None, error=error)
+        started = time.perf_counter()
         if "sandbox" in resources:
             resources["sandbox"] = self._chunk_runs(nodeid, resources["sandbox"])
         try:
             scores = self._scores(case, out, resources)
+            scoring = time.perf_counter() - started
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
             raised = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             error = f"{where}: scorer '{case.evaluation_type}' raised {raised}"
@@ -1646,10 +1783,16 @@ class Evaluator:
         from pytest_llmeval.generation import tokenizer_provenance
         from pytest_llmeval.models import revision_of
 
+        if column in self._column_provenance:
+            entry |= self._column_provenance[column]
+            return
         loaded = self._column_models.get(column) if column in self._model_columns() else self._loaded
         if loaded is None:
             return
-        entry["tokenizer"] = tokenizer_provenance(loaded.tokenizer)
+        tokenizer = loaded.tokenizer_of(None if column == BASE else column)
+        own = column in loaded.tokenizers or (loaded is not self._loaded and column in loaded.adapters)
+        # "adapter": the adapter's folder shipped the tokenizer its prompts were built with.
+        entry["tokenizer"] = tokenizer_provenance(tokenizer) | {"source": "adapter" if own else "model"}
         source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
         entry["revision"] = None if source is None else revision_of(source)
 
@@ -1691,11 +1834,12 @@ class Evaluator:
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
-                if self._loaded is not None and self._loaded.weights_loaded:
+                holder = self._column_models.get(column, self._loaded)
+                if holder is not None and holder.weights_loaded and column in holder.adapters:
                     from pytest_llmeval.models import zero_lora_adapters
 
                     # B = 0 (peft's initialisation, a save before training): the adapter changes nothing.
-                    entry["lora_b_all_zero"] = column in zero_lora_adapters(self._loaded.model)
+                    entry["lora_b_all_zero"] = column in zero_lora_adapters(holder.model)
         if self._loaded is not None or self._served is not None:
             self._models_meta = [dict(entry) for entry in entries]
         return entries
@@ -1792,6 +1936,17 @@ class Evaluator:
             self._training = [] if path is None else gates.load_training_data(path)
         return self._training
 
+    def spent(self) -> dict[str, Any]:
+        """What this process spent beside the rows' own costs (results.json `cost`, costs.merge_spent): the
+        seconds loading each column's weights, the caps, and why it stopped sending rows, if it did."""
+        loads = dict(self._load_s)
+        if self._loaded is not None and self._loaded.weights_loaded:
+            # The shared weights: the base's, with every adapter on them.
+            loads[BASE] = loads.get(BASE, 0.0) + self._loaded.load_seconds
+        for column, held in self._column_models.items():
+            loads[column] = loads.get(column, 0.0) + held.load_seconds
+        return {"load_s": loads, "caps": self.budget().caps(), "stopped": self.stopped}
+
     def meta(self) -> dict[str, Any]:
         """Model, hardware and inference settings for results.json (from this process's loaded model)."""
         spec = self.options.spec
@@ -1801,6 +1956,7 @@ class Evaluator:
             "base_model": spec.base_model or "embedded:SmolLM2-135M-Instruct",
             "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
             "subset": self.subset,
+            "spent": self.spent(),
             "inference_config": {
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",

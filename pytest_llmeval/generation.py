@@ -9,7 +9,7 @@ import hashlib
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,6 +38,15 @@ class DecodingConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Tokens:
+    """The tokens one generate() call read (each prompt's) and generated (each output's, its EOS
+    included), in the prompts' order."""
+
+    prompt: list[int] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
 
 
 def user_message(instruction: str, input: str = "") -> str:
@@ -197,6 +206,7 @@ def generate(
     token_budget: int | None = None,
     max_padding: float = MAX_PADDING,
     strip: bool = True,
+    counts: Tokens | None = None,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
@@ -210,6 +220,7 @@ def generate(
     seeded generator: a prompt's sample does not depend on what else is in its batch.
     `strip=False` keeps the whitespace around each output: a completion-style row's output continues its
     prompt, and the indentation of its first line is code.
+    `counts`, when given, receives each prompt's tokens read and generated (what a run spent).
     """
     import torch
 
@@ -227,6 +238,7 @@ def generate(
     order = sorted(range(len(prompts)), key=lambda i: (-len(encoded[i]), i))
     device = next(model.parameters()).device
     outputs: list[str] = [""] * len(prompts)
+    generated: list[int] = [0] * len(prompts)
     for rows in token_batches(
         order, [len(e) for e in encoded], limits, batch_size, token_budget, max_padding
     ):
@@ -261,6 +273,9 @@ def generate(
         for i, row_tokens in zip(rows, tokens, strict=True):
             text = tokenizer.decode(row_tokens, skip_special_tokens=True)
             outputs[i] = str(text).strip() if strip else str(text)
+            generated[i] = len(row_tokens) + (len(row_tokens) < limits[i])  # its EOS was generated too
+    if counts is not None:
+        counts.prompt, counts.generated = [len(e) for e in encoded], generated
     return outputs
 
 

@@ -112,6 +112,20 @@ WEIGHT_FILES = (
     "pytorch_model.bin.index.json",
 )
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+# Every file a tokenizer's behaviour is read from: vocabulary, added and special tokens, chat template.
+TOKENIZER_STATE_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+)
 
 
 def check_model_folder(folder: Path, what: str) -> None:

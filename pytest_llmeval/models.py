@@ -7,6 +7,7 @@ module (and the plugin) stays cheap.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import importlib.metadata
 import importlib.util
@@ -15,12 +16,15 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.inputs import (
+    TOKENIZER_FILES,
+    TOKENIZER_STATE_FILES,
     InputError,
     adapter_weights,
     check_adapter_folder,
@@ -334,8 +338,9 @@ TRAINING_FILES = ("train.jsonl", "data/train.jsonl", "training.jsonl", "data/tra
 # consolidated.safetensors and subfolder copies, and `*.bin` a training_args.bin).
 MODEL_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
 MODEL_PATTERNS = ((*MODEL_FILES, "model*.safetensors"), (*MODEL_FILES, "pytorch_model*.bin"))
-# An adapter's snapshot: what peft loads, metadata.json, and training data kept beside it (held_out gate).
-ADAPTER_FILES = ("adapter_config.json", "metadata.json", *TRAINING_FILES)
+# An adapter's snapshot: what peft loads, metadata.json, training data kept beside it (held_out gate), and
+# the tokenizer it was trained with when it ships one (adapter_tokenizer).
+ADAPTER_FILES = ("adapter_config.json", "metadata.json", *TRAINING_FILES, *TOKENIZER_STATE_FILES)
 ADAPTER_PATTERNS = ((*ADAPTER_FILES, "adapter_model.safetensors"), (*ADAPTER_FILES, "adapter_model.bin"))
 
 
@@ -462,10 +467,14 @@ def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
                 ".lora_embedding_A",
                 ".lora_embedding_B",
                 ".modules_to_save.",
+                ".token_adapter.",  # trainable_token_indices: rows of tokens it added or retrained
             ):
                 if part in path:
                     path = path.split(part, 1)[0]
                     break
+            if path not in modules and path.rsplit(".", 1)[-1] in ("weight", "bias"):
+                # A whole layer saved with the adapter (save_embedding_layers: its resized embeddings).
+                path = path.rsplit(".", 1)[0]
             module = modules.get(path)
             if module is None:
                 problems.append(f"{key}: the base model has no module '{path}'")
@@ -538,6 +547,30 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+class _Weights:
+    """Weights loaded on first use, once; shared by a LoadedModel and its column views (for_column)."""
+
+    def __init__(self, load: Callable[[], PreTrainedModel]) -> None:
+        self.load = load
+        self.model: PreTrainedModel | None = None
+        self.error: ModelError | None = None
+        self.seconds = 0.0  # wall time of the load
+
+    def get(self) -> PreTrainedModel:
+        """The weights; a load that failed raises the same ModelError again instead of being retried."""
+        if self.model is None:
+            if self.error is not None:
+                raise self.error
+            started = time.perf_counter()
+            try:
+                self.model = self.load()
+            except ModelError as exc:
+                self.error = exc
+                raise
+            self.seconds = time.perf_counter() - started
+        return self.model
+
+
 class LoadedModel:
     """One set of weights on one device; base outputs come from it with the adapter disabled.
 
@@ -558,10 +591,10 @@ class LoadedModel:
         adapter: Path | None,
         adapter_meta: dict[str, Any] | None,
         adapters: dict[str, Path] | None = None,
+        tokenizers: dict[str, PreTrainedTokenizerBase] | None = None,
+        apart: dict[str, Path] | None = None,
     ) -> None:
-        self._weights = weights
-        self._model: PreTrainedModel | None = None
-        self._weights_error: ModelError | None = None
+        self._weights = _Weights(weights)
         self.config = config  # transformers PretrainedConfig of the base
         self.tokenizer = tokenizer
         self.device = device
@@ -571,24 +604,44 @@ class LoadedModel:
         self.adapter_meta = adapter_meta
         # Every adapter loaded onto these weights, by column name (adapter_sides); peft knows each by it.
         self.adapters: dict[str, Path] = dict(adapters or {})
+        # The adapters among them that ship a tokenizer of their own (same vocabulary, another chat template
+        # or special tokens): their prompts are built and read with it (tokenizer_of, for_column).
+        self.tokenizers: dict[str, PreTrainedTokenizerBase] = dict(tokenizers or {})
+        # Adapters asked for but not on these weights: their tokenizer adds tokens, so they need embeddings
+        # with more rows, which the base and the other adapters must not see (load_apart).
+        self.apart: dict[str, Path] = dict(apart or {})
+        # What messages call these weights: the base's name, or base + adapter for load_apart's.
+        self.label = base.name
+
+    def tokenizer_of(self, side: str | None) -> PreTrainedTokenizerBase:
+        """The tokenizer a column's prompts are built and its outputs read with: an adapter's own, else
+        the base's."""
+        return self.tokenizers.get(side, self.tokenizer) if side is not None else self.tokenizer
+
+    def for_column(self, side: str | None) -> LoadedModel:
+        """These weights as column `side` uses them: with the adapter's own tokenizer when it ships one
+        (a view sharing the weights, loaded once), else this very object."""
+        if side is None or side not in self.tokenizers:
+            return self
+        view = copy.copy(self)
+        view.tokenizer, view.tokenizers = self.tokenizers[side], {}
+        view.label = f"{self.base.name} + {adapter_metadata(self.adapters[side])['name']}"
+        return view
+
+    @property
+    def load_seconds(self) -> float:
+        """Wall time of loading the weights (and adapters); 0 until they are loaded."""
+        return self._weights.seconds
 
     @property
     def weights_loaded(self) -> bool:
-        return self._model is not None
+        return self._weights.model is not None
 
     @property
     def model(self) -> PreTrainedModel:
         """The weights (a peft PeftModel when adapters are loaded), loaded on first use; a load that
         failed raises the same ModelError again instead of being retried."""
-        if self._model is None:
-            if self._weights_error is not None:
-                raise self._weights_error
-            try:
-                self._model = self._weights()
-            except ModelError as exc:
-                self._weights_error = exc
-                raise
-        return self._model
+        return self._weights.get()
 
     @contextlib.contextmanager
     def adapter_enabled(self, enabled: bool) -> Iterator[None]:
@@ -612,30 +665,92 @@ class LoadedModel:
             yield
 
 
-def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
-    """Resolve base and adapters (preflight), the device and dtype, and load the tokenizer and config now;
-    the weights load on first use of LoadedModel.model, once, in eval mode (`option`: preflight)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerBase:
+    """A tokenizer set up for batched generation: left padding (new tokens are appended on the right of
+    every row), and the EOS token as padding when it names none."""
+    from transformers import AutoTokenizer
 
-    # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
-    hf_logging.disable_progress_bar()
-    base = preflight(spec, option)
-    device = resolve_device(spec.device, worker=spec.worker)
-    dtype = resolve_dtype(spec.dtype, device)
-    if spec.threads is not None:
-        torch.set_num_threads(spec.threads)
-    tokenizer = AutoTokenizer.from_pretrained(base.path, local_files_only=True)
-    # Left padding: batched generation appends new tokens on the right of every row.
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    config = AutoConfig.from_pretrained(base.path, local_files_only=True)
-    sides = adapter_sides(spec.adapters)
+    return tokenizer
+
+
+def adapter_tokenizer(
+    adapter: Path, base_tokenizer: PreTrainedTokenizerBase
+) -> PreTrainedTokenizerBase | None:
+    """The tokenizer an adapter was trained with, when its folder ships one that differs from the base's
+    (added tokens, another chat template, other BOS/EOS tokens); None when it ships none, or a copy of the
+    base's (trainers save the tokenizer beside every adapter). A folder with a chat template file but no
+    tokenizer is the base's tokenizer with that template."""
+    import copy
+
+    from pytest_llmeval.generation import adds_bos
+
+    if any((adapter / n).is_file() for n in TOKENIZER_FILES):
+        try:
+            tokenizer = load_tokenizer(adapter)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"--adapter {adapter}: its tokenizer does not load: {_one_line(exc)}") from None
+    elif (adapter / "chat_template.jinja").is_file():
+        tokenizer = copy.deepcopy(base_tokenizer)
+        tokenizer.chat_template = (adapter / "chat_template.jinja").read_text(encoding="utf-8")
+    else:
+        return None
+
+    def traits(t: PreTrainedTokenizerBase) -> tuple[Any, ...]:
+        return (len(t), t.chat_template, t.bos_token, t.eos_token, adds_bos(t))
+
+    if traits(tokenizer) == traits(base_tokenizer) and tokenizer.get_vocab() == base_tokenizer.get_vocab():
+        return None
+    return tokenizer
+
+
+def embedding_rows(config: Any) -> int | None:
+    """How many token embeddings the model has (its config's vocab_size): a tokenizer with more tokens
+    needs the embeddings resized."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    rows = getattr(text, "vocab_size", None)
+    return rows if isinstance(rows, int) else None
+
+
+def _resize_embeddings(model: Any, size: int) -> None:
+    """Grow the input and output embeddings to `size` rows, each new row the mean of the old ones (what
+    transformers' mean resizing centres on, without its random jitter: outputs stay reproducible). The
+    adapter's own trained rows, if it has them, replace these when peft loads it."""
+    import torch
+
+    old = int(model.get_input_embeddings().weight.shape[0])
+    if size <= old:
+        return
+    model.resize_token_embeddings(size, mean_resizing=False)
+    matrices = [model.get_input_embeddings().weight]
+    output = model.get_output_embeddings()
+    if output is not None and output.weight is not matrices[0]:  # tied embeddings are one matrix
+        matrices.append(output.weight)
+    with torch.no_grad():
+        for weight in matrices:  # (size, hidden)
+            weight[old:] = weight[:old].mean(dim=0)
+
+
+def _weights_loader(
+    base: ResolvedBase,
+    device: torch.device,
+    dtype: torch.dtype,
+    sides: dict[str, Path],
+    vocabulary: int | None = None,
+) -> Callable[[], PreTrainedModel]:
+    """What loads the weights on first use: the base, its embeddings grown to `vocabulary` rows when an
+    adapter's tokenizer added tokens, then every adapter of `sides` under its column name."""
 
     def weights() -> PreTrainedModel:
+        import torch
+        from transformers import AutoModelForCausalLM
+
         model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)
+        if vocabulary is not None:
+            _resize_embeddings(model, vocabulary)
         model.to(device)
         for name, path in sides.items():
             from peft import PeftModel
@@ -654,8 +769,35 @@ def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
         torch.set_grad_enabled(False)
         return model  # type: ignore[no-any-return]
 
+    return weights
+
+
+def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
+    """Resolve base and adapters (preflight), the device and dtype, and load the tokenizer and config now;
+    the weights load on first use of LoadedModel.model, once, in eval mode (`option`: preflight).
+
+    An adapter that ships its own tokenizer is prompted with it (LoadedModel.tokenizers); one whose
+    tokenizer adds tokens is left for load_apart (LoadedModel.apart)."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
+    hf_logging.disable_progress_bar()
+    base = preflight(spec, option)
+    device = resolve_device(spec.device, worker=spec.worker)
+    dtype = resolve_dtype(spec.dtype, device)
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
+    tokenizer = load_tokenizer(base.path)
+    config = AutoConfig.from_pretrained(base.path, local_files_only=True)
+    sides = adapter_sides(spec.adapters)
+    own = {s: t for s, p in sides.items() if (t := adapter_tokenizer(p, tokenizer)) is not None}
+    rows = embedding_rows(config)
+    apart = {s: sides[s] for s, t in own.items() if rows is not None and len(t) > rows}
+    shared = {s: p for s, p in sides.items() if s not in apart}
     return LoadedModel(
-        weights=weights,
+        weights=_weights_loader(base, device, dtype, shared),
         config=config,
         tokenizer=tokenizer,
         device=device,
@@ -663,8 +805,39 @@ def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
         base=base,
         adapter=spec.adapter,
         adapter_meta=None if spec.adapter is None else adapter_metadata(spec.adapter),
-        adapters=sides,
+        adapters=shared,
+        tokenizers={s: t for s, t in own.items() if s in shared},
+        apart=apart,
     )
+
+
+def load_apart(spec: ModelSpec, side: str) -> LoadedModel:
+    """The adapter `side` of `spec` on a copy of the base weights of its own, embeddings grown to its
+    tokenizer's size (as peft's AutoPeftModelForCausalLM does), prompted with its tokenizer. Its added rows
+    would change the base's and the other adapters' softmax over the vocabulary, so they never share them."""
+    import torch
+    from transformers import AutoConfig
+
+    base = preflight(spec)
+    path = adapter_sides(spec.adapters)[side]
+    device = resolve_device(spec.device, worker=spec.worker)
+    dtype = resolve_dtype(spec.dtype, device)
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
+    tokenizer = load_tokenizer(path)
+    loaded = LoadedModel(
+        weights=_weights_loader(base, device, dtype, {side: path}, vocabulary=len(tokenizer)),
+        config=AutoConfig.from_pretrained(base.path, local_files_only=True),
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        base=base,
+        adapter=path,
+        adapter_meta=adapter_metadata(path),
+        adapters={side: path},
+    )
+    loaded.label = f"{base.name} + {adapter_metadata(path)['name']}"
+    return loaded
 
 
 class LLM:
@@ -704,11 +877,12 @@ class LLM:
         """Greedy completions; each prompt is a user message (chat template) unless chat=False."""
         from pytest_llmeval.generation import build_prompt, generate
 
-        texts = [build_prompt(self.loaded.tokenizer, p) if chat else p for p in prompts]
+        tokenizer = self.loaded.tokenizer_of(self.side)
+        texts = [build_prompt(tokenizer, p) if chat else p for p in prompts]
         with self.loaded.active(self.side):
             return generate(
                 self.loaded.model,
-                self.loaded.tokenizer,
+                tokenizer,
                 texts,
                 max_new_tokens=max_new_tokens or self.max_new_tokens,
                 batch_size=self.batch_size,
@@ -730,7 +904,7 @@ class LLM:
         with self.loaded.active(self.side):
             return perplexity(
                 self.loaded.model,
-                self.loaded.tokenizer,
+                self.loaded.tokenizer_of(self.side),
                 texts,
                 max_length=max_length,
                 stride=stride,

@@ -52,6 +52,7 @@ from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
 
 if TYPE_CHECKING:
+    from pytest_llmeval.costs import Price
     from pytest_llmeval.endpoint import EndpointSettings
 
 DEVICES_HELP = "auto|cpu|cuda|cuda:N"
@@ -280,6 +281,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "results.json keeps the raw output (default: <think>,</think>)",
     )
     group.addoption(
+        "--llmeval-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="stop sending rows to models once N tokens (prompt + generated, every model) are spent; the "
+        "rows already run are kept and the run is marked incomplete (split among xdist workers)",
+    )
+    group.addoption(
+        "--llmeval-max-cost",
+        type=_positive_float,
+        default=None,
+        metavar="USD",
+        help="the same cap in US dollars, for served models priced in pyproject.toml's [tool.llmeval.prices]",
+    )
+    group.addoption(
         "--llmeval-keep-reasoning",
         action="store_true",
         default=False,
@@ -493,6 +509,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _tool_table(config: pytest.Config) -> tuple[Path, dict[str, Any]]:
+    """The rootdir's pyproject.toml and its [tool.llmeval] table (empty without either)."""
+    pyproject = config.rootpath / "pyproject.toml"
+    if not pyproject.is_file():
+        return pyproject, {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("llmeval", {})
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"{pyproject}: cannot read [tool.llmeval]: {exc}") from None
+    return pyproject, table if isinstance(table, dict) else {}
+
+
+def _prices(config: pytest.Config, served: Sequence[str]) -> dict[str, Price]:
+    """[tool.llmeval.prices] (USD per million tokens by served model id); --llmeval-max-cost needs a
+    price for every served model, and an endpoint to spend money at."""
+    from pytest_llmeval.costs import PriceError, parse_prices
+
+    pyproject, table = _tool_table(config)
+    try:
+        prices = parse_prices(table.get("prices", {}), f"{pyproject} [tool.llmeval.prices]")
+    except PriceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.option.llmeval_max_cost is not None:
+        if not served:
+            raise pytest.UsageError(
+                "--llmeval-max-cost caps the money spent at --llmeval-endpoint; models run here cost no "
+                "tokens anyone bills: cap them with --llmeval-max-tokens"
+            )
+        missing = [m for m in served if m not in prices]
+        if missing:
+            raise pytest.UsageError(
+                "--llmeval-max-cost needs a price for every served model: add "
+                f"{', '.join(map(repr, missing))} to [tool.llmeval.prices] in {pyproject} (prompt and "
+                "completion, USD per million tokens)"
+            )
+    return prices
+
+
 def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
     """--llmeval-composite-weights, else pyproject.toml's [tool.llmeval] composite_weights, else None."""
     raw = config.option.llmeval_composite_weights
@@ -505,17 +563,7 @@ def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
                 raise pytest.UsageError(f"{source}: expected TYPE=WEIGHT, got {part!r}")
             weights[name.strip()] = value.strip()
     else:
-        pyproject = config.rootpath / "pyproject.toml"
-        if not pyproject.is_file():
-            return None
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover
-            import tomli as tomllib
-        try:
-            table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("llmeval", {})
-        except (OSError, ValueError) as exc:
-            raise pytest.UsageError(f"{pyproject}: cannot read [tool.llmeval]: {exc}") from None
+        pyproject, table = _tool_table(config)
         if "composite_weights" not in table:
             return None
         source = f"{pyproject} [tool.llmeval] composite_weights"
@@ -631,6 +679,12 @@ def pytest_configure(config: pytest.Config) -> None:
         endpoint=endpoint,
         quantization=opt.llmeval_quantization,
         reasoning_tags=None if opt.llmeval_keep_reasoning else opt.llmeval_reasoning_tags,
+        max_tokens=opt.llmeval_max_tokens,
+        max_cost=opt.llmeval_max_cost,
+        workers=int(getattr(config, "workerinput", {}).get("workercount", 1)),
+        prices=_prices(
+            config, [str(opt.base_model), *(m.source for m in roster.members)] if endpoint is not None else []
+        ),
     )
     baselines = _baselines(config)
     store = RowStore()

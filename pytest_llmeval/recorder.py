@@ -64,7 +64,16 @@ class Recorder:
             reasons.append(f"{selected} of {total} rows selected ({how})")
         if self.expected_rows is not None and len(self.records) < self.expected_rows:
             reasons.append(f"{len(self.records)} of {self.expected_rows} rows finished")
+        stopped = self._spent().get("stopped")
+        if stopped:
+            reasons.append(stopped)
         return reasons
+
+    def _spent(self) -> dict[str, Any]:
+        """Every process's `spent` as one (costs.merge_spent)."""
+        from pytest_llmeval.costs import merge_spent
+
+        return merge_spent(m["spent"] for m in self._metas.values() if m.get("spent"))
 
     def meta(self) -> dict[str, Any]:
         """The richest process metadata (every process that loaded the model reports the same; one that
@@ -73,6 +82,7 @@ class Recorder:
             return {}
         richest: dict[str, Any] = max(self._metas.values(), key=_richness)
         meta = dict(richest)
+        meta["spent"] = self._spent()
         caches = [
             cache
             for m in self._metas.values()

@@ -12,7 +12,7 @@ hash and domain) travels in the record, so the controller never re-reads a file 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 # Model names of the sides a row has today.
 BASE = "base"
@@ -77,6 +77,9 @@ class RowRecord(TypedDict):
     passed: bool
     error: str | None
     skipped: str | None
+    # What the row cost each column (costs.side_cost): summed into results.json's `cost`, not shown per row
+    # (its clocks differ between any two runs, and rows are the same with or without -n).
+    cost: NotRequired[dict[str, dict[str, Any]]]
 
 
 class GateRecord(TypedDict):

@@ -888,6 +888,33 @@ def _kv_table(caption: str, header: Sequence[str], rows: Iterable[Sequence[objec
     return out
 
 
+def _cost_html(cost: Mapping[str, Any]) -> list[str]:
+    """What each model spent on each benchmark: tokens, seconds, rows per second, dollars."""
+    header = ["benchmark", "model", "rows", "from cache", "prompt tokens", "generated tokens", "seconds"]
+    header += ["rows/s", "USD"]
+    rows = [
+        [
+            name,
+            column,
+            c["rows"],
+            c["cached_rows"],
+            MISSING if c["prompt_tokens"] is None else c["prompt_tokens"],
+            MISSING if c["generated_tokens"] is None else c["generated_tokens"],
+            _num(c["generation_s"] + c["scoring_s"], ".2f"),
+            _num(c["rows_per_s"], ".2f"),
+            _num(c["usd"], ".4f"),
+        ]
+        for name, columns in cost.get("benchmarks", {}).items()
+        for column, c in columns.items()
+    ]
+    loads = ", ".join(f"{column} {c['load_s']:.1f} s" for column, c in cost["models"].items() if c["load_s"])
+    caption = "What the run cost" + (f" (loading weights: {loads})" if loads else "")
+    out = ['<section aria-labelledby="cost"><h2 id="cost">Cost</h2>', *_kv_table(caption, header, rows)]
+    if cost.get("stopped"):
+        out.append(f"<p><strong>Stopped early:</strong> {_e(cost['stopped'])}</p>")
+    return [*out, "</section>"]
+
+
 def _num(value: Any, fmt: str = ".3f") -> str:
     return MISSING if value is None else format(float(value), fmt)
 
@@ -1144,6 +1171,8 @@ def html_report(document: Mapping[str, Any]) -> str:
         out += _composite_html(document["composite"], "Composite score (all rows)", adapter)
     for i, bench in enumerate(benches):
         out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter)
+    if (document.get("cost") or {}).get("models"):
+        out += _cost_html(document["cost"])
     out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]
     return "\n".join(out)
 
@@ -1464,6 +1493,12 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
     top = document.get("top_level")
     if verbose and top:
         lines.append(f"top level of results.json: {_top_level_line(document)}")
+    if verbose and document.get("cost"):
+        from pytest_llmeval.costs import summary_line
+
+        spent = summary_line(document["cost"])
+        if spent:
+            lines.append(spent)
     if not document["complete"]:
         lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
     return lines

@@ -590,6 +590,10 @@ def build_results(
             )
     names = {str(m["column"]): str(m["name"]) for m in document["models"] if "column" in m}
     document["matrix"] = interference_matrix(by_benchmark, kinds, names)
+    from pytest_llmeval.costs import run_cost
+
+    # What every model and benchmark took in tokens, seconds and dollars; the caps; why a run stopped.
+    document["cost"] = run_cost(ordered, meta.get("spent"))
     return document
 
 
@@ -1030,7 +1034,7 @@ def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
 
 def _row(record: RowRecord) -> dict[str, Any]:
     """A row as results.json shows it (the benchmark is its parent)."""
-    return {k: v for k, v in record.items() if k != "benchmark"}
+    return {k: v for k, v in record.items() if k not in ("benchmark", "cost")}
 
 
 def document_text(document: Mapping[str, Any]) -> str:

@@ -155,6 +155,7 @@ class FaultServer:
         list_models: bool = True,
         report_model_as: str | None = None,
         gauge: Gauge | None = None,
+        report_usage: bool = True,
     ) -> None:
         self.models = list(models)
         self.api_key = api_key  # None: any key (or none) is accepted
@@ -166,6 +167,7 @@ class FaultServer:
         self.list_models = list_models  # False: GET /v1/models is a 404, as on servers that lack it
         # The `model` of its answers; None: "served/<the id asked for>".
         self.report_model_as = report_model_as
+        self.report_usage = report_usage  # False: answers carry no `usage`, as some servers' do not
         # Counts the completion requests being answered (pass one gauge to several servers to count them all).
         self.gauge = gauge if gauge is not None else Gauge()
         self.script: deque[Fault] = deque()
@@ -264,7 +266,10 @@ def _error_body(message: str, code: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
 
 
-def _completion(body: dict[str, Any], text: str | None, *, chat: bool, model: str) -> dict[str, Any]:
+def _completion(
+    body: dict[str, Any], text: str | None, *, chat: bool, model: str, usage: bool = True
+) -> dict[str, Any]:
+    prompt = body["messages"][-1]["content"] if chat else str(body.get("prompt", ""))
     if chat:
         choice: dict[str, Any] = {
             "index": 0,
@@ -283,7 +288,14 @@ def _completion(body: dict[str, Any], text: str | None, *, chat: bool, model: st
         "model": model,
         "system_fingerprint": FINGERPRINT,
         "choices": [choice],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        # One "token" per character: counts a test can work out from the prompt and the answer.
+        "usage": {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(text or ""),
+            "total_tokens": len(prompt),
+        }
+        if usage
+        else None,
     }
 
 
@@ -424,7 +436,10 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             delay = server._delay_for(prompt)
             if delay > 0:
                 server._stopping.wait(delay)
-            self._send_json(200, _completion(body, prompt[::-1], chat=chat, model=self._model(body)))
+            answer = _completion(
+                body, prompt[::-1], chat=chat, model=self._model(body), usage=server.report_usage
+            )
+            self._send_json(200, answer)
 
         def _model(self, body: dict[str, Any]) -> str:
             return server.report_model_as or f"served/{body.get('model')}"

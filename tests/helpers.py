@@ -202,3 +202,19 @@ def without_timing(value: Any) -> Any:
     if isinstance(value, list):
         return [without_timing(v) for v in value]
     return value
+
+
+def without_clocks(document: dict[str, Any]) -> dict[str, Any]:
+    """A results.json document less what differs between two runs of the same rows: when it ran, and
+    its cost's clocks, cache hits and worker count. The tokens each model spent on each benchmark stay:
+    they are the same however the rows are split among workers."""
+    out = {k: v for k, v in document.items() if k not in ("timestamp", "cost")}
+    if "cost" in document:
+        out["tokens"] = {
+            bench: {
+                column: (c["prompt_tokens"], c["generated_tokens"], c["rows"])
+                for column, c in columns.items()
+            }
+            for bench, columns in document["cost"]["benchmarks"].items()
+        }
+    return out

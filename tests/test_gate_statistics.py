@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, model_args, row
+from helpers import jsonl, model_args, row, without_clocks
 
 # Exact comparison of the raw output: the expected output is the prediction, character for character.
 CONFIG = {"max_new_tokens": 4, "normalize": False, "case_sensitive": True}
@@ -84,7 +84,7 @@ def benchmarks(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
 
 def without_timestamp(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((pytester.path / name).read_text())
-    return {k: v for k, v in document.items() if k != "timestamp"}
+    return without_clocks(document)
 
 
 def check(bench: dict[str, Any]) -> None:

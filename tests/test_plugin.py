@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, model_args, row
+from helpers import jsonl, model_args, row, without_clocks
 
 ROWS = [
     row("r1", difficulty="easy", tags=["edge"]),
@@ -28,10 +28,6 @@ def _rootdir(pytester: pytest.Pytester) -> None:
 def results(pytester: pytest.Pytester, name: str = "results.json") -> dict[str, Any]:
     data: dict[str, Any] = json.loads((pytester.path / name).read_text())
     return data
-
-
-def without_timestamp(document: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in document.items() if k != "timestamp"}
 
 
 # --- collection -------------------------------------------------------------------------------------
@@ -211,7 +207,7 @@ def test_serial_and_xdist_write_the_same_results(
     assert serial.parseoutcomes()["failed"] == 20 + 2  # every row, and edge_cases of both files
     a, b = results(pytester, "serial.json"), results(pytester, "parallel.json")
     assert a["complete"] and b["complete"]
-    assert without_timestamp(a) == without_timestamp(b)
+    assert without_clocks(a) == without_clocks(b)
     assert a["benchmarks"][0]["gates"]["no_degradation"]["status"] == "pass"
 
 

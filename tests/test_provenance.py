@@ -51,6 +51,7 @@ def test_models_say_how_they_were_prompted(
             "pad_token": tokenizer.pad_token,
             "chat_template_sha256": template,
             "vocab_size": len(tokenizer),
+            "source": "model",  # the adapter ships no tokenizer: both columns use the base's
         }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, model_args, row
+from helpers import jsonl, model_args, row, without_clocks
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +81,7 @@ def test_serial_and_xdist_agree_without_gates_domain_included(
     pytester.runpytest(*args, "--llmeval-results=serial.json")
     pytester.runpytest(*args, "-n", "2", "--llmeval-results=parallel.json")
     a, b = results(pytester, "serial.json"), results(pytester, "parallel.json")
-    a_rest, b_rest = ({k: v for k, v in d.items() if k != "timestamp"} for d in (a, b))
+    a_rest, b_rest = (without_clocks(d) for d in (a, b))
     assert a_rest == b_rest
     assert [(x["benchmark_file"], x["domain"]) for x in a["benchmarks"]] == [
         ("inside.jsonl", "in"),
