@@ -25,6 +25,10 @@ REQUIRED_FIELDS: tuple[str, ...] = (
     "difficulty",
 )
 OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags")
+# evaluation_config keys about how the run treats the row, not how it is scored: checked here and kept
+# apart (Case.run_options), so that no scorer sees them. sequential: false opts the file out of
+# --llmeval-sequential.
+RUN_KEYS: dict[str, type] = {"sequential": bool}
 # `input` may be empty: instruction-only prompts are common in the LocoLLM format.
 MAY_BE_EMPTY: frozenset[str] = frozenset({"input"})
 
@@ -64,6 +68,7 @@ class Case:
     line: int  # 1-based line number in the file, for error messages
     evaluation_config: Mapping[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    run_options: Mapping[str, Any] = field(default_factory=dict)  # RUN_KEYS found in evaluation_config
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,13 @@ def _parse_row(
     if not isinstance(config, dict):
         reasons.append(f"field 'evaluation_config' must be an object, got {_json_type(config)}")
         config = {}
+    run_options = {key: config[key] for key in RUN_KEYS if key in config}
+    for key, kind in RUN_KEYS.items():
+        if key in run_options and not isinstance(run_options[key], kind):
+            reasons.append(
+                f"evaluation_config: {key} must be true or false, got {json.dumps(run_options[key])}"
+            )
+    config = {k: v for k, v in config.items() if k not in RUN_KEYS}
     validator = validators.get(obj["evaluation_type"])
     if validator is None:
         reasons.append(
@@ -277,6 +289,7 @@ def _parse_row(
             line=lineno,
             evaluation_config=config,
             tags=tuple(tags),
+            run_options=run_options,
         ),
         [],
     )

@@ -60,6 +60,7 @@ from pytest_llmeval.scorers import SCORERS, Score
 if TYPE_CHECKING:
     # Imported where used: the plugin imports this module at pytest's start, and runs without an endpoint
     # never need the client.
+    from pytest_llmeval import early_stop
     from pytest_llmeval.costs import Budget, Price
     from pytest_llmeval.endpoint import EndpointSettings, ServedModel
 
@@ -79,6 +80,10 @@ class GateOptions:
     domain_globs: tuple[str, ...] = ()  # benchmark paths (relative to the rootdir) that are in-domain
     train_data: Path | None = None  # --llmeval-train-data, else the adapter folder's training file
     slice_keys: tuple[str, ...] = ()  # --llmeval-slice-gate: no_degradation judges each slice of these keys
+    # --llmeval-sequential: rows in a seeded planned order, a benchmark stops once its comparison gates are
+    # decided by an anytime-valid test (early_stop); seed: --llmeval-seed.
+    sequential: bool = False
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -301,6 +306,13 @@ class ServedLLM:
         )
 
 
+def _by_benchmark(rows: Sequence[RowRef]) -> dict[str, list[RowRef]]:
+    out: dict[str, list[RowRef]] = {}
+    for r in rows:
+        out.setdefault(r.benchmark["name"], []).append(r)
+    return out
+
+
 @dataclass
 class Evaluator:
     """Everything one pytest process needs to evaluate rows and gates; kept in config.stash."""
@@ -320,6 +332,9 @@ class Evaluator:
     _budget: Budget | None = None  # made from the options on first use (budget())
     stopped: str | None = None  # why later rows were not run (the budget ran out)
     _load_s: dict[str, float] = field(default_factory=dict)  # loading seconds of released column models
+    # --llmeval-sequential: each sequential benchmark's rows in planned order (early_stop.planned)
+    sequential_orders: dict[str, list[str]] = field(default_factory=dict)
+    _sequential_stops: dict[str, early_stop.Outcome] = field(default_factory=dict)  # benchmarks decided
     cache: GenerationCache | None = None  # built on the first generated chunk (options.cache_dir)
     _chunks: dict[str, list[str]] = field(default_factory=dict)  # chunk key -> node ids
     _chunk_of: dict[str, str] = field(default_factory=dict)  # node id -> chunk key
@@ -485,6 +500,72 @@ class Evaluator:
         for r in rows:
             self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)
         self._chunk_of = keys
+        self.sequential_orders = {}
+        if self.sequential_settings() is not None:
+            from pytest_llmeval import early_stop
+
+            for name, refs in _by_benchmark(rows).items():
+                shells = [early_stop.shell(r.nodeid, r.benchmark, r.case) for r in refs]
+                if not early_stop.opted_out(shells):
+                    order = early_stop.planned(shells, self.options.gate_options.seed)
+                    self.sequential_orders[name] = [str(r["nodeid"]) for r in order]
+
+    def sequential_settings(self) -> early_stop.Settings | None:
+        """--llmeval-sequential's settings; None when it is off, when nothing is gated, or when
+        better_than_base decides on the point estimate (--llmeval-gate point: no test to stop on)."""
+        if not self.sequential_on():
+            return None
+        from pytest_llmeval import early_stop
+
+        opts = self.options.gate_options
+        gated = self.gated_columns()
+
+        infos = {r.benchmark["name"]: r.benchmark for r in self.rows.values()}
+        domains = [early_stop.domain_of(info, column) for info in infos.values() for column in gated]
+        return early_stop.Settings(
+            seed=opts.seed,
+            chunk=self.chunk_size(),
+            alpha=opts.alpha,
+            warn_drop=opts.warn_drop,
+            fail_drop=opts.fail_drop,
+            better_family=domains.count("in"),
+            degradation_family=domains.count("out"),
+        )
+
+    def sequential_on(self) -> bool:
+        """--llmeval-sequential applies: asked for, a column is gated, and better_than_base tests."""
+        opts = self.options.gate_options
+        if not opts.sequential or opts.mode != "significant":
+            return False
+        return bool(self.gated_columns())
+
+    def gated_columns(self) -> list[str]:
+        """The columns whose comparison with the base gates the run (every adapter, --llmeval-gate-model)."""
+        if self.options.predictions is not None:
+            return [ADAPTER] if self.has_adapter else []
+        return [m.side for m in self.roster.gated]
+
+    def _sequential_outcome(self, benchmark: str, records: Mapping[str, RowRecord]) -> early_stop.Outcome:
+        from pytest_llmeval import early_stop
+
+        settings = self.sequential_settings()
+        assert settings is not None
+        return early_stop.outcome(self.sequential_orders[benchmark], records, self.gated_columns(), settings)
+
+    def _sequential_skip(self, nodeid: str) -> str | None:
+        """Why this row is not run: its benchmark's gates were decided on the rows before it (None: run
+        it). Decided on the finished prefix of the planned order, as every process sees it now."""
+        benchmark = self.rows[nodeid].benchmark["name"]
+        if benchmark not in self.sequential_orders:
+            return None
+        out = self._sequential_stops.get(benchmark)
+        # Looked at when a chunk starts (a decision falls on chunk boundaries): reading every worker's
+        # records for every row would cost more than the rows. A stop, once found, is final.
+        if out is None and self._chunks[self._chunk_of[nodeid]][0] == nodeid:
+            found = self._sequential_outcome(benchmark, self.store.peek(self.sequential_orders[benchmark]))
+            if found.stop is not None:
+                out = self._sequential_stops[benchmark] = found
+        return out.reason if out is not None and out.stopped(nodeid) else None
 
     def rows_of(self, benchmark: str) -> list[str]:
         """Node ids of the collected rows of one benchmark file, in collection order."""
@@ -636,6 +717,9 @@ class Evaluator:
     def outputs_for(self, nodeid: str) -> RowOutputs:
         """The row's generated texts (or measurements), computing its whole chunk on first need."""
         spec = SCORERS[self.rows[nodeid].case.evaluation_type]
+        decided = self._sequential_skip(nodeid)
+        if decided is not None:  # its benchmark's gates need no more rows
+            raise RowSkipped(decided)
         if self.options.predictions is not None:
             if spec.score is None:
                 why = "are graded by a judge model" if spec.measure == "judge" else "measure the model itself"
@@ -1702,6 +1786,13 @@ class Evaluator:
                 if self.options.predictions is not None
                 else next((m.side for m in self.roster.adapters), ADAPTER)
             )
+        decision = None
+        if benchmark in self.sequential_orders and column in self.gated_columns():
+            out = self._sequential_outcome(benchmark, {r["nodeid"]: r for r in records})
+            # Rows another worker computed past the stop count for nothing (results.json drops them too).
+            records = [r for r in records if not out.stopped(r["nodeid"])]
+            found = out.decisions.get(column)
+            decision = found if found is not None and found.decided is not None else None
         adapter, base, bounded, measure = comparison_values(records, column, BASE)
         if not (column in self.kinds() and adapter):
             cmp = None
@@ -1721,8 +1812,12 @@ class Evaluator:
                     family_size=adjusted.family_size,
                 )
             verdict = gates.better_than_base(cmp, mode=opts.mode, who=who, adjusted=adjusted)
+            if decision is not None:
+                verdict = gates.sequential(name, decision, len(self.sequential_orders[benchmark]), who=who)
             return self._explain_no_effect(verdict, records, column), blocks
         verdict = gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop, who=who)
+        if decision is not None:
+            verdict = gates.sequential(name, decision, len(self.sequential_orders[benchmark]), who=who)
         if opts.slice_keys and cmp is not None:
             verdict = self._slice_gate(verdict, records, column)
         return self._explain_no_effect(verdict, records, column), blocks
@@ -1936,6 +2031,17 @@ class Evaluator:
             self._training = [] if path is None else gates.load_training_data(path)
         return self._training
 
+    def _sequential_meta(self) -> dict[str, Any] | None:
+        """What results.json needs to reach the decisions the workers reached (early_stop.Settings)."""
+        settings = self.sequential_settings() if self.rows else None
+        if settings is None:
+            return None
+        return {
+            **settings.to_json(),
+            "columns": self.gated_columns(),
+            "benchmarks": sorted(self.sequential_orders),
+        }
+
     def spent(self) -> dict[str, Any]:
         """What this process spent beside the rows' own costs (results.json `cost`, costs.merge_spent): the
         seconds loading each column's weights, the caps, and why it stopped sending rows, if it did."""
@@ -1957,6 +2063,7 @@ class Evaluator:
             "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
             "subset": self.subset,
             "spent": self.spent(),
+            "sequential": self._sequential_meta(),
             "inference_config": {
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",

@@ -194,6 +194,14 @@ def no_degradation(
     return Verdict(gate, "pass", f"{summary}: {verb}", details)
 
 
+def sequential(name: str, decision: Any, planned: int, *, who: str = "adapter") -> Verdict:
+    """better_than_base or no_degradation decided by --llmeval-sequential's anytime-valid test
+    (sequential.Decision): "better" and "not_degraded" pass, "worse" and "degraded" fail, at the row where
+    the test crossed 1/alpha; its error is at most alpha whatever row that was (Ville's inequality)."""
+    status = "pass" if decision.decided in ("better", "not_degraded") else "fail"
+    return Verdict(name, status, f"{who}: {decision.message(planned)}", {"sequential": decision.to_json()})
+
+
 def no_regression(
     cmp_vs_previous: PairedComparison | None,
     *,

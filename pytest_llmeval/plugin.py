@@ -281,6 +281,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "results.json keeps the raw output (default: <think>,</think>)",
     )
     group.addoption(
+        "--llmeval-sequential",
+        action="store_true",
+        default=False,
+        help="run each benchmark's rows in a seeded order (--llmeval-seed) and stop it once its comparison "
+        "gates are decided by an anytime-valid test at --llmeval-alpha; undecided benchmarks run to the end",
+    )
+    group.addoption(
         "--llmeval-max-tokens",
         type=_positive_int,
         default=None,
@@ -646,6 +653,8 @@ def pytest_configure(config: pytest.Config) -> None:
         domain_globs=tuple(domain_globs),
         train_data=opt.llmeval_train_data or find_training_file(first),
         slice_keys=tuple(opt.llmeval_slice_gate),
+        sequential=opt.llmeval_sequential,
+        seed=opt.llmeval_seed,
     )
     if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
         raise pytest.UsageError(
@@ -1049,6 +1058,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
 
 
+def _plan_order(items: list[pytest.Item]) -> None:
+    """--llmeval-sequential: each benchmark file's rows in their planned order (a seeded shuffle,
+    stratified by difficulty), in the places the file's rows held: chunks, and so the looks of the
+    anytime-valid test, follow it. Runs at the end of collection, before xdist workers report theirs."""
+    from pytest_llmeval import early_stop
+
+    by_file: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if isinstance(item, CaseItem):
+            by_file.setdefault(item.info["name"], []).append(index)
+    seed = items[0].config.option.llmeval_seed if items else 0
+    for slots in by_file.values():
+        rows = [items[i] for i in slots]
+        assert all(isinstance(r, CaseItem) for r in rows)
+        shells = [early_stop.shell(r.nodeid, r.info, r.case) for r in rows if isinstance(r, CaseItem)]
+        if early_stop.opted_out(shells):
+            continue
+        by_node = {r.nodeid: r for r in rows}
+        for slot, row in zip(slots, early_stop.planned(shells, seed), strict=True):
+            items[slot] = by_node[str(row["nodeid"])]
+
+
 def _keep_subset(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--llmeval-sample: deselect all but a seeded, difficulty-stratified subset of each benchmark file's
     rows. It depends on the files, the size and the seed only: every model, worker and run gets the same."""
@@ -1117,6 +1148,10 @@ def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> di
 
 @pytest.hookimpl(tryfirst=True)  # under xdist: before the worker reports its collection to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.stash[EVALUATOR_KEY].sequential_on():
+        # After -k and -m deselected: the order planned over the rows that run is the one every process
+        # (and results.json) plans over them.
+        _plan_order(session.items)
     rows = [
         RowRef(nodeid=item.nodeid, benchmark=item.info, case=item.case)
         for item in session.items

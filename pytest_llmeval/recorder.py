@@ -83,6 +83,9 @@ class Recorder:
         richest: dict[str, Any] = max(self._metas.values(), key=_richness)
         meta = dict(richest)
         meta["spent"] = self._spent()
+        # --llmeval-sequential's settings come from a process that collected rows (not the xdist controller).
+        found = [m["sequential"] for m in self._metas.values() if m.get("sequential")]
+        meta["sequential"] = found[0] if found else None
         caches = [
             cache
             for m in self._metas.values()

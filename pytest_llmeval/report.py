@@ -841,6 +841,60 @@ def _histogram_svg(chart_id: str, values: Sequence[float], label: str, half: flo
     return "\n".join(out)
 
 
+def _sequence_svg(chart_id: str, column: str, decision: Mapping[str, Any], planned: int) -> str:
+    """--llmeval-sequential: the anytime-valid confidence sequence for the mean paired difference (adapter
+    − base) at every look, narrowing as rows come in, with the row where the gate was decided marked."""
+    looks = [look for look in decision.get("looks") or [] if look.get("lower") is not None]
+    width, height, left, top, bottom = 520, 230, 52, 24, 44
+    plot_w, plot_h = width - left - 14, height - top - bottom
+    rows = max(planned, 1)
+
+    def x(n: float) -> float:
+        return left + plot_w * n / rows
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - (max(-1.0, min(1.0, v)) + 1) / 2)
+
+    decided = decision.get("decided")
+    at = decision.get("at")
+    desc = "; ".join(f"after {lk['rows']} rows: {lk['lower']:+.3f} to {lk['upper']:+.3f}" for lk in looks)
+    title = f"{column} − base: anytime-valid {1 - float(decision.get('alpha', 0.05)):.0%} confidence sequence"
+    out = _svg_open(chart_id, width, height, title, desc or "no look yet")
+    for v in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        stroke = "#999" if v == 0 else "#e4e4e4"
+        out.append(f'<line x1="{left}" x2="{width - 14}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="{stroke}"/>')
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" fill="#444">{v:+.1f}</text>')
+    if looks:
+        upper = " ".join(f"{x(lk['rows']):.1f},{y(lk['upper']):.1f}" for lk in looks)
+        lower = " ".join(f"{x(lk['rows']):.1f},{y(lk['lower']):.1f}" for lk in reversed(looks))
+        out.append(
+            f'<polygon points="{upper} {lower}" fill="{_ADAPTER_COLOUR}" fill-opacity="0.25" '
+            f'stroke="{_ADAPTER_COLOUR}"/>'
+        )
+    if at is not None:
+        out.append(
+            f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{top}" y2="{top + plot_h}" stroke="#000" '
+            f'stroke-dasharray="4 3"><title>{_e(f"decided after {at} rows: {decided}")}</title></line>'
+        )
+        out.append(
+            f'<text x="{x(at) + 4:.1f}" y="{top + 12}" fill="#000">decided: {_e(decided)} ({at} rows)</text>'
+        )
+    out.append(f'<text x="{left}" y="{height - 8}" fill="#444">0</text>')
+    out.append(
+        f'<text x="{width - 14}" y="{height - 8}" text-anchor="end" fill="#444">{planned} rows planned</text>'
+    )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _sequential_html(seq: Mapping[str, Any], slug: str) -> list[str]:
+    said = seq.get("reason") or "not decided early: all planned rows ran"
+    out = [f"<h3>Sequential decision</h3><p>{_e(said)}</p>"]
+    for i, (column, decision) in enumerate((seq.get("decisions") or {}).items()):
+        out.append(_sequence_svg(f"{slug}-seq{i}", column, decision, int(seq.get("planned_rows") or 0)))
+    return out
+
+
 def _stats_line(stats: Mapping[str, Any] | None) -> str:
     if not stats:
         return ""
@@ -1328,6 +1382,8 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
     if bench.get("out_of_domain"):
         out.append(f"<p>{_e('Out of domain: ' + out_of_domain(bench['out_of_domain']))}.</p>")
     out += _gates_html(bench.get("gates") or {})
+    if bench.get("sequential"):
+        out += _sequential_html(bench["sequential"], slug)
     out.append('<div class="charts">')
     out.append(
         f"<figure>{_difficulty_svg(f'{slug}-difficulty', res.get('per_difficulty') or {}, res, adapter)}"
@@ -1443,6 +1499,16 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
             lines.append(f"  out of domain: {out_of_domain(bench['out_of_domain'])}")
         if bench.get("adapter_effect") == "none":
             lines.append(f"  NO ADAPTER EFFECT: {NO_EFFECT}")
+        seq = bench.get("sequential")
+        if seq:
+            if seq["early"]:
+                said = str(seq["reason"]).removeprefix("not run: --llmeval-sequential ")
+                lines.append(f"  sequential: stopped early, {said}")
+            else:
+                lines.append(
+                    f"  sequential: not decided early; all {seq['planned_rows']} planned rows ran "
+                    "(the fixed-sample test decides)"
+                )
         ppl = bench.get("perplexity")
         if ppl and ppl.get(BASE):
             text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}"

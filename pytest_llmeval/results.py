@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
@@ -525,7 +525,8 @@ def build_results(
     Several columns (adapters, other models): the top level is the first adapter's LocoLLM document (each
     adapter's own is adapter_documents'), its rows carry every column, and `models`, `comparisons` (with
     Holm-adjusted p-values) and `matrix` describe them all."""
-    ordered = sorted(records, key=lambda r: r["nodeid"])
+    spent = sorted(records, key=lambda r: r["nodeid"])
+    ordered, stopped = _sequential(spent, meta)
     gate_list = list(gates)
     kinds = kinds_of(ordered, meta)
     adapters = [c for c, k in kinds.items() if k == "adapter"]
@@ -592,9 +593,29 @@ def build_results(
     document["matrix"] = interference_matrix(by_benchmark, kinds, names)
     from pytest_llmeval.costs import run_cost
 
-    # What every model and benchmark took in tokens, seconds and dollars; the caps; why a run stopped.
-    document["cost"] = run_cost(ordered, meta.get("spent"))
+    for entry in document["benchmarks"]:
+        if entry["benchmark_file"] in stopped.blocks:
+            entry["sequential"] = stopped.blocks[entry["benchmark_file"]]
+    # What every model and benchmark took in tokens, seconds and dollars (rows computed past a sequential
+    # stop and discarded included); the caps; why a run stopped.
+    document["cost"] = {**run_cost(spent, meta.get("spent")), "discarded_rows": stopped.discarded}
     return document
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    blocks: dict[str, dict[str, Any]]  # benchmark -> its `sequential` block
+    discarded: int  # rows computed past a stop (under xdist) and dropped
+
+
+def _sequential(records: Sequence[RowRecord], meta: Mapping[str, Any]) -> tuple[list[RowRecord], _Stopped]:
+    """--llmeval-sequential (meta `sequential`): rows past a benchmark's stop as skipped rows, sorted."""
+    if not meta.get("sequential"):
+        return list(records), _Stopped({}, 0)
+    from pytest_llmeval.early_stop import apply
+
+    kept, blocks, discarded = apply(records, meta["sequential"])
+    return sorted(cast(list[RowRecord], kept), key=lambda r: r["nodeid"]), _Stopped(blocks, discarded)
 
 
 def _common(
@@ -654,7 +675,7 @@ def adapter_documents(
     """Each adapter's own LocoLLM document (results.<name>.json) of a run with several columns: its rows
     against the base and its gates, as a run of that adapter alone would have written them. Empty for a
     run of one adapter and nothing else (results.json is its document)."""
-    ordered = sorted(records, key=lambda r: r["nodeid"])
+    ordered, _ = _sequential(sorted(records, key=lambda r: r["nodeid"]), meta)
     gate_list = list(gates)
     kinds = kinds_of(ordered, meta)
     adapters = [c for c, k in kinds.items() if k == "adapter"]

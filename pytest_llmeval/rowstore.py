@@ -94,6 +94,23 @@ class RowStore:
         missing = {n: lost.get(n, "no record arrived") for n in nodeids if n not in found}
         return [found[n] for n in nodeids if n in found], missing
 
+    def peek(self, nodeids: Sequence[str]) -> dict[str, RowRecord]:
+        """The records of these rows that exist now (this process's, and under xdist the spool's), without
+        waiting for the others: what --llmeval-sequential decides on before each chunk."""
+        wanted = set(nodeids)
+        found = {n: self.local[n] for n in nodeids if n in self.local}
+        for path in sorted(self.spool.glob("*.jsonl")) if self.spool is not None else []:
+            if path.name == _LOST:
+                continue
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line another process is still writing
+                if entry.get("nodeid") in wanted:
+                    found.setdefault(entry["nodeid"], entry)
+        return found
+
     def publish_selection(self, selection: dict[str, object]) -> None:
         """Worker: what its collection selected (the controller collects nothing under xdist)."""
         if self.spool is not None and self.worker_id is not None:

@@ -160,6 +160,7 @@ def test_a_budget_stops_at_its_share() -> None:
 # --- counting tokens where they are generated ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_generate_counts_what_it_read_and_wrote(real_model: Any) -> None:
     """generate()'s counts equal transformers' own generate(): the prompt's tokens, and the new tokens with
     the EOS that ended the answer (a row cut at its limit has no EOS)."""
@@ -254,6 +255,7 @@ def capped_run(pytester: pytest.Pytester, args: list[str], *more: str) -> dict[s
     return doc
 
 
+@pytest.mark.slow
 def test_a_token_cap_stops_the_real_model_run_incomplete(pytester: pytest.Pytester) -> None:
     doc = capped_run(
         pytester, ["-p", "no:cacheprovider", "--llmeval-no-cache", "-m", "not gate", "-p", "no:randomly"]

@@ -192,6 +192,7 @@ def test_a_changed_template_regenerates_that_adapter_only(
     assert outputs(first, "adapter") != outputs(second, "adapter")
 
 
+@pytest.mark.slow
 def test_real_smollm2_with_an_added_token_matches_peft(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """End to end on the embedded SmolLM2-135M-Instruct: an adapter that added a token and ships its
     tokenizer and template generates exactly what peft's AutoPeftModelForCausalLM generates with it."""
