@@ -1,9 +1,10 @@
 """The main job with and without --llmeval-sequential, measured in the same run.
 
-    python bench/sequential_demo.py [--runs 2]
+    python bench/sequential_demo.py [--runs 2] [--job demo|date-iso]
 
-Each run is the demo's main job, `pytest --adapter=adapters/date-iso --adapter=adapters/sentiment
-benchmarks/ --llmeval-no-cache` (every output generated), in a fresh subprocess, model load included; the
+Each run is a main job (`demo`: `pytest --adapter=adapters/date-iso --adapter=adapters/sentiment
+benchmarks/`, as `make demo`; `date-iso`: that adapter alone) with `--llmeval-no-cache` (every output
+generated), in a fresh subprocess, model load included; the
 two variants alternate (ABBA) so that machine noise falls on both. Prints each run's wall time, the medians
 and the ratio (sequential / whole: below 1 is faster), and per benchmark the rows generated and, where a
 benchmark stopped early, after how many rows and with which decision.
@@ -24,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-JOB = ["--adapter=adapters/date-iso", "--adapter=adapters/sentiment", "benchmarks/"]
+JOBS = {
+    "demo": ["--adapter=adapters/date-iso", "--adapter=adapters/sentiment", "benchmarks/"],  # make demo
+    "date-iso": ["--adapter=adapters/date-iso", "benchmarks/"],  # one adapter, the README's first job
+}
 
 
-def run_once(extra: list[str], results: Path) -> tuple[float, dict[str, Any]]:
+def run_once(job: list[str], extra: list[str], results: Path) -> tuple[float, dict[str, Any]]:
     """One main job; its wall time in seconds and its results.json."""
-    cmd = [sys.executable, "-m", "pytest", *JOB, "-q", "--tb=no", "-p", "no:cacheprovider"]
+    cmd = [sys.executable, "-m", "pytest", *job, "-q", "--tb=no", "-p", "no:cacheprovider"]
     cmd += ["--llmeval-no-cache", "--llmeval-no-history", f"--llmeval-results={results}", *extra]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
@@ -59,6 +63,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=2, help="runs of each (default 2)")
+    parser.add_argument("--job", choices=sorted(JOBS), default="demo", help="which main job (default demo)")
     args = parser.parse_args()
     variants = {"whole": [], "sequential": ["--llmeval-sequential"]}
     times: dict[str, list[float]] = {name: [] for name in variants}
@@ -67,7 +72,7 @@ def main() -> None:
         for i in range(args.runs):
             names = list(variants) if i % 2 == 0 else list(variants)[::-1]
             for name in names:
-                seconds, last[name] = run_once(variants[name], Path(tmp) / f"{name}-{i}.json")
+                seconds, last[name] = run_once(JOBS[args.job], variants[name], Path(tmp) / f"{name}-{i}.json")
                 times[name].append(seconds)
                 print(f"{name:>10}: run {i + 1}: {seconds:.1f} s", flush=True)
     whole, sequential = statistics.median(times["whole"]), statistics.median(times["sequential"])

@@ -1073,7 +1073,8 @@ def _plan_order(items: list[pytest.Item]) -> None:
         rows = [items[i] for i in slots]
         assert all(isinstance(r, CaseItem) for r in rows)
         shells = [early_stop.shell(r.nodeid, r.info, r.case) for r in rows if isinstance(r, CaseItem)]
-        if early_stop.opted_out(shells):
+        measured = all(isinstance(r, CaseItem) and r.case.evaluation_type == "perplexity" for r in rows)
+        if measured or early_stop.opted_out(shells):
             continue
         by_node = {r.nodeid: r for r in rows}
         for slot, row in zip(slots, early_stop.planned(shells, seed), strict=True):
