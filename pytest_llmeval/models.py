@@ -778,17 +778,13 @@ def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
 
     An adapter that ships its own tokenizer is prompted with it (LoadedModel.tokenizers); one whose
     tokenizer adds tokens is left for load_apart (LoadedModel.apart)."""
-    import torch
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 
     # Progress bars of weight loading end up in every captured row report; the load is ~1 s anyway.
     hf_logging.disable_progress_bar()
     base = preflight(spec, option)
-    device = resolve_device(spec.device, worker=spec.worker)
-    dtype = resolve_dtype(spec.dtype, device)
-    if spec.threads is not None:
-        torch.set_num_threads(spec.threads)
+    device, dtype = _placement(spec)
     tokenizer = load_tokenizer(base.path)
     config = AutoConfig.from_pretrained(base.path, local_files_only=True)
     sides = adapter_sides(spec.adapters)
@@ -811,19 +807,25 @@ def load(spec: ModelSpec, option: str = "--base-model") -> LoadedModel:
     )
 
 
+def _placement(spec: ModelSpec) -> tuple[torch.device, torch.dtype]:
+    """The device and dtype the spec asks for, with torch's CPU threads set as it says."""
+    import torch
+
+    device = resolve_device(spec.device, worker=spec.worker)
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
+    return device, resolve_dtype(spec.dtype, device)
+
+
 def load_apart(spec: ModelSpec, side: str) -> LoadedModel:
     """The adapter `side` of `spec` on a copy of the base weights of its own, embeddings grown to its
     tokenizer's size (as peft's AutoPeftModelForCausalLM does), prompted with its tokenizer. Its added rows
     would change the base's and the other adapters' softmax over the vocabulary, so they never share them."""
-    import torch
     from transformers import AutoConfig
 
     base = preflight(spec)
     path = adapter_sides(spec.adapters)[side]
-    device = resolve_device(spec.device, worker=spec.worker)
-    dtype = resolve_dtype(spec.dtype, device)
-    if spec.threads is not None:
-        torch.set_num_threads(spec.threads)
+    device, dtype = _placement(spec)
     tokenizer = load_tokenizer(path)
     loaded = LoadedModel(
         weights=_weights_loader(base, device, dtype, {side: path}, vocabulary=len(tokenizer)),

@@ -15,6 +15,7 @@ from fault_server import FaultServer
 from helpers import jsonl, model_args, row
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_endpoints import KEY, served_args
 
 from pytest_llmeval.costs import (
     Budget,
@@ -29,9 +30,6 @@ from pytest_llmeval.costs import (
 )
 
 pytest_plugins = ["pytester"]
-
-KEY = "sk-cost-test"
-
 
 # --- the arithmetic --------------------------------------------------------------------------------------
 
@@ -286,18 +284,7 @@ def served(server: FaultServer, pytester: pytest.Pytester, *more: str, prices: s
     )
     if prices:
         pytester.makepyprojecttoml(f"[tool.llmeval.prices]\n{prices}")
-    return pytester.runpytest(
-        f"--llmeval-endpoint={server.url}",
-        "--llmeval-api-key-env=LLMEVAL_TEST_KEY",
-        "--base-model=base-id",
-        "--adapter=lora-id",
-        "-m",
-        "not gate",
-        "-p",
-        "no:cacheprovider",
-        "--llmeval-no-cache",
-        *more,
-    )
+    return pytester.runpytest(*served_args(server, "--llmeval-no-cache", *more))
 
 
 PRICES = '"base-id" = {prompt = 1000, completion = 2000}\n"lora-id" = {prompt = 3000, completion = 0}\n'
