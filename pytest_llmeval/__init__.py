@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_llmeval.assertions import (
     assert_better_than_base,
     assert_no_degradation,
+    assert_parameter_efficiency,
     assert_perplexity_below,
 )
 from pytest_llmeval.benchmark import Benchmark, BenchmarkError, Case, load_benchmark
@@ -22,6 +23,7 @@ __all__ = [
     "Score",
     "assert_better_than_base",
     "assert_no_degradation",
+    "assert_parameter_efficiency",
     "assert_perplexity_below",
     "load_benchmark",
 ]

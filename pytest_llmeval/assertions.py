@@ -6,7 +6,7 @@ Pure: no pytest import, so these work in any test runner; the comparison they re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # scipy is imported on first use, not when the plugin (which re-exports these helpers) is loaded.
@@ -66,6 +66,29 @@ def assert_perplexity_below(
             f"of {len(texts)} texts (window {result.max_length}, stride {result.stride}); worst: {worst}"
         )
     return result
+
+
+def assert_parameter_efficiency(llm: LLM, *, max_ratio: float = 0.01) -> dict[str, Any]:
+    """Pass when the adapter of `llm` (the `llm` fixture with an adapter, or an adapter of `llm_models`)
+    holds at most `max_ratio` of the whole model's parameters: the adaptation document's parameter
+    efficiency (§2; its success criterion is a reduction above 99%, max_ratio 0.01). Returns the counts."""
+    if not 0.0 < max_ratio <= 1.0:
+        raise ValueError(f"max_ratio must be in (0, 1] (a share of the parameters), got {max_ratio}")
+    from pytest_llmeval.models import parameter_efficiency
+
+    side = getattr(llm, "side", None)
+    if side is None or not hasattr(llm, "loaded"):
+        raise AssertionError(f"{llm!r} has no adapter of its own here: parameter efficiency is an adapter's")
+    found = parameter_efficiency(llm.loaded.adapters[side], llm.loaded.base.path)
+    ratio = found["efficiency_ratio"]
+    if ratio is None:
+        raise AssertionError(f"{llm.name}: its weights are not safetensors, whose tensors could be counted")
+    if ratio > max_ratio:
+        raise AssertionError(
+            f"{llm.name} holds {ratio:.3%} of the parameters ({found['trainable_params']:,} of "
+            f"{found['total_params']:,}), more than max_ratio {max_ratio:.3%}"
+        )
+    return found
 
 
 def _preview(text: str, width: int = 40) -> str:

@@ -106,6 +106,9 @@ def summarize(costs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "generation_s": round(generation, 6),
         "scoring_s": round(scoring, 6),
         "rows_per_s": round(rows / seconds, 3) if seconds > 0 else None,
+        "generated_tokens_per_s": round(tokens["generated_tokens"] / generation, 3)
+        if tokens["generated_tokens"] and generation > 0
+        else None,
         "usd": None if usd is None else round(usd, 8),
     }
 
@@ -141,6 +144,8 @@ def run_cost(records: Sequence[Mapping[str, Any]], spent: Mapping[str, Any] | No
             "scoring_s": total["scoring_s"],
         },
         "caps": spent.get("caps") or {"max_tokens": None, "max_cost_usd": None},
+        # Peak memory of the process that needed most (MB): resident on the CPU, torch's on a GPU.
+        "memory": {k: round(float(v), 1) for k, v in (spent.get("memory") or {}).items()},
         "stopped": spent.get("stopped"),
         "note": "tokens and dollars are what was spent: an output served from the generation cache "
         "counts 0; a batch's seconds are shared among its rows",
@@ -153,7 +158,11 @@ def merge_spent(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     loads: dict[str, float] = {}
     caps: Mapping[str, Any] | None = None
     stopped: list[str] = []
+    memory: dict[str, float] = {}
     for spent in processes:
+        # Each process's peak, and of those the largest: what one process (one GPU) needed at most.
+        for name, value in (spent.get("memory") or {}).items():
+            memory[name] = max(memory.get(name, 0.0), float(value))
         for column, seconds in (spent.get("load_s") or {}).items():
             loads[column] = loads.get(column, 0.0) + float(seconds)
         # Every process has the same caps; the xdist controller's names no workers (it runs no rows).
@@ -161,7 +170,7 @@ def merge_spent(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             caps = spent["caps"]
         if spent.get("stopped") and spent["stopped"] not in stopped:
             stopped.append(str(spent["stopped"]))
-    return {"load_s": loads, "caps": caps, "stopped": "; ".join(stopped) or None}
+    return {"load_s": loads, "caps": caps, "stopped": "; ".join(stopped) or None, "memory": memory}
 
 
 @dataclass

@@ -1931,6 +1931,12 @@ class Evaluator:
             entry["fingerprint"] = self._fingerprint(column)
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
+                if self._loaded is not None:
+                    from pytest_llmeval.models import parameter_efficiency
+
+                    entry["parameter_efficiency"] = parameter_efficiency(
+                        Path(str(entry["source"])), self._loaded.base.path
+                    )
                 holder = self._column_models.get(column, self._loaded)
                 if holder is not None and holder.weights_loaded and column in holder.adapters:
                     from pytest_llmeval.models import zero_lora_adapters
@@ -2053,7 +2059,30 @@ class Evaluator:
             loads[BASE] = loads.get(BASE, 0.0) + self._loaded.load_seconds
         for column, held in self._column_models.items():
             loads[column] = loads.get(column, 0.0) + held.load_seconds
-        return {"load_s": loads, "caps": self.budget().caps(), "stopped": self.stopped}
+        return {
+            "load_s": loads,
+            "caps": self.budget().caps(),
+            "stopped": self.stopped,
+            "memory": self._peak_memory(),
+        }
+
+    def _peak_memory(self) -> dict[str, Any]:
+        """This process's peak memory so far (the adaptation document's §2, of the evaluation itself): its
+        resident set on the CPU, and on a GPU the peak bytes torch allocated and reserved."""
+        import resource
+
+        # ru_maxrss is in kilobytes on Linux (bytes on macOS).
+        scale = 1 if sys.platform == "darwin" else 1024
+        memory: dict[str, Any] = {
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+        }
+        loaded = self._loaded
+        if loaded is not None and loaded.device.type == "cuda":
+            import torch
+
+            memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(loaded.device) / 2**20
+            memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(loaded.device) / 2**20
+        return memory
 
     def meta(self) -> dict[str, Any]:
         """Model, hardware and inference settings for results.json (from this process's loaded model)."""
@@ -2098,6 +2127,9 @@ class Evaluator:
             return meta
         if self.roster.members:
             meta["models"] = self.models_meta()
+            # The top level's adapter (LocoLLM's document): the first adapter's, as results.json's top.
+            first = next((m for m in meta["models"] if m.get("parameter_efficiency")), None)
+            meta["parameter_efficiency"] = None if first is None else first["parameter_efficiency"]
         if self.served:
             return self._served_run_meta(meta)
         if self._loaded is None:

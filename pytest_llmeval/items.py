@@ -193,9 +193,17 @@ class CaseItem(BenchmarkItem):
         details = result.score.details
         if "max_perplexity" in details:
             return self._describe_perplexity(record, who)
+        verdict = f"scored {result.score.value:.3g} < threshold {result.score.threshold:.3g}"
+        if result.score.value >= result.score.threshold and details.get("failed_scripts"):
+            # char_accuracy: the overall share passed, a script of the expected text did not.
+            failed = ", ".join(details["failed_scripts"])
+            verdict = (
+                f"scored {result.score.value:.3g} >= threshold {result.score.threshold:.3g} "
+                f"but {failed} below theirs"
+            )
         lines = [
             f"{self.benchmark}:{case.line}: {case.id} [{case.evaluation_type}, {case.difficulty}] "
-            f"scored {result.score.value:.3g} < threshold {result.score.threshold:.3g} ({who})",
+            f"{verdict} ({who})",
             f"  instruction: {case.instruction!r}",
         ]
         if case.input:

@@ -12,6 +12,7 @@ import fcntl
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -494,6 +495,50 @@ def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
             + "; ".join(problems)
             + ". Pass --base-model with the model the adapter was trained on."
         )
+
+
+# base model folder -> its parameter count (parameter_efficiency builds a meta-device model once per process)
+_BASE_PARAMETERS: dict[str, int] = {}
+
+
+def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
+    """The Japanese adaptation document's parameter efficiency (§2) of an adapter, from the files alone:
+    the adapter's own parameters (every tensor of its weights file: LoRA matrices, trained token rows,
+    saved modules), the base's (counted on a meta-device model, nothing loaded), the ratio of the adapter's
+    to the total and the reduction 1 - ratio. Works when every output came from the cache and no weight
+    was ever loaded."""
+    from safetensors import safe_open
+
+    weights = adapter_weights(adapter)
+    if weights is None or weights.suffix != ".safetensors":
+        return {
+            "total_params": None,
+            "trainable_params": None,
+            "efficiency_ratio": None,
+            "parameter_reduction": None,
+        }
+    trainable = 0
+    with safe_open(str(weights), framework="pt") as f:
+        for key in f.keys():
+            trainable += math.prod(f.get_slice(key).get_shape())
+    if base_path not in _BASE_PARAMETERS:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(base_path, local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        # named_parameters counts tied weights (input and output embeddings) once, as the model holds them.
+        _BASE_PARAMETERS[base_path] = sum(p.numel() for p in model.parameters())
+    base = _BASE_PARAMETERS[base_path]
+    total = base + trainable
+    return {
+        "total_params": total,
+        "base_params": base,
+        "trainable_params": trainable,
+        "efficiency_ratio": trainable / total,
+        "parameter_reduction": 1.0 - trainable / total,
+    }
 
 
 def preflight(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:

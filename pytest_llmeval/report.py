@@ -1527,6 +1527,15 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
                 if u
             ]
             lines.append(f"  unparsed (no answer extracted; scored 0, not wrong answers): {', '.join(parts)}")
+        chars = bench.get("char_accuracy") or {}
+        if chars:
+            parts = [
+                f"{who} {percent(c['character'])} ("
+                + ", ".join(f"{name} {percent(v['accuracy'])}" for name, v in c["scripts"].items())
+                + ")"
+                for who, c in chars.items()
+            ]
+            lines.append(f"  character accuracy (aligned, pooled over rows): {'; '.join(parts)}")
         passk = bench.get("pass_at_k")
         if passk and any(k != "1" for who in passk.values() for k in who):
             # Only for sampled rows: a greedy run's pass@1 is the pass rate the table already shows.
@@ -1559,6 +1568,13 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
     top = document.get("top_level")
     if verbose and top:
         lines.append(f"top level of results.json: {_top_level_line(document)}")
+    efficiency = document.get("parameter_efficiency") or {}
+    if verbose and efficiency.get("efficiency_ratio") is not None:
+        lines.append(
+            f"parameter efficiency: the adapter holds {efficiency['efficiency_ratio']:.3%} of the parameters "
+            f"({efficiency['trainable_params']:,} of {efficiency['total_params']:,}; reduction "
+            f"{efficiency['parameter_reduction']:.2%})"
+        )
     if verbose and document.get("cost"):
         from pytest_llmeval.costs import summary_line
 

@@ -646,6 +646,7 @@ def _adapter_meta(meta: Mapping[str, Any], column: str) -> dict[str, Any]:
                 "adapter_name": m.get("name"),
                 "adapter_version": m.get("version"),
                 "adapter": m.get("source"),
+                "parameter_efficiency": m.get("parameter_efficiency"),
             }
     return {}
 
@@ -744,6 +745,8 @@ def _build(
         "adapter_version": meta.get("adapter_version"),
         "base_model": meta.get("base_model"),
         "quantization": meta.get("quantization"),
+        # The adaptation document's §2: the adapter's parameters against the whole model's (models.py).
+        "parameter_efficiency": meta.get("parameter_efficiency"),
         "benchmark_file": None if top is None else top["benchmark_file"],
         "benchmark_hash": None if top is None else top["benchmark_hash"],
         "n_examples": None if top is None else top["n_examples"],
@@ -827,6 +830,7 @@ def _benchmark_entry(
         "fluency": fluency_summary(rows),
         "pass_at_k": pass_at_k_summary(rows),
         "unparsed": unparsed_summary(rows),
+        "char_accuracy": char_accuracy_summary(rows),
         "slices": slices_summary(rows, alpha),
         "corpus": corpus_scores(rows),
         "composite": composite_summary(rows, weights),
@@ -955,6 +959,32 @@ def unparsed_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
             unparsed += bool(found.get("unparsed")) or truncated_thought
         if counted:
             summary[who] = {"rate": unparsed / counted, "n_unparsed": unparsed, "n_rows": counted}
+    return summary or None
+
+
+def char_accuracy_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """char_accuracy rows pooled per model, character-weighted (the adaptation document's §4.1): the share of
+    characters aligned to an identical one over every row's longer text, and per script the share of the
+    expected texts' characters of that script aligned correctly. None when no row is char_accuracy."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        aligned = longer = 0
+        scripts: dict[str, list[int]] = {}
+        for record in records:
+            found = score(record, who)
+            if record["evaluation_type"] != "char_accuracy" or found is None or "scripts" not in found:
+                continue
+            aligned += int(found["aligned"])
+            longer += max(int(found["expected_chars"]), int(found["output_chars"]))
+            for name, counts in found["scripts"].items():
+                pooled = scripts.setdefault(name, [0, 0])
+                pooled[0] += int(counts["correct"])
+                pooled[1] += int(counts["chars"])
+        if longer or scripts:
+            summary[who] = {
+                "character": aligned / longer if longer else 1.0,
+                "scripts": {name: {"accuracy": c / n, "chars": n} for name, (c, n) in scripts.items() if n},
+            }
     return summary or None
 
 

@@ -103,6 +103,7 @@ VALID_CONFIGS: dict[str, dict[str, Any]] = {
     "bleu": {"tokenize": "char"},
     "chrf": {"word_order": 2},
     "fuzzy": {"threshold": 0.5},
+    "char_accuracy": {"script_thresholds": {"kanji": 0.5}},
     "semantic": {},
     "bertscore": {"metric": "f1"},
     "custom": {"script": "score.py"},

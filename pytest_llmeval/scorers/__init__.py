@@ -10,6 +10,7 @@ from pathlib import Path
 from pytest_llmeval.benchmark import Benchmark, load_benchmark
 from pytest_llmeval.scorers import (
     bleu,
+    char_accuracy,
     code_execution,
     custom,
     exact_match,
@@ -32,6 +33,9 @@ SCORERS: dict[str, ScorerSpec] = {
     "bleu": ScorerSpec(validate=bleu.validate_bleu, score=bleu.score_bleu),
     "chrf": ScorerSpec(validate=bleu.validate_chrf, score=bleu.score_chrf),
     "fuzzy": ScorerSpec(validate=fuzzy.validate_config, score=fuzzy.score),
+    "char_accuracy": ScorerSpec(
+        validate=char_accuracy.validate_config, score=char_accuracy.score, explain=char_accuracy.explain
+    ),
     "semantic": ScorerSpec(
         validate=semantic.validate_semantic, score=semantic.score_semantic, uses=frozenset({"embedder"})
     ),

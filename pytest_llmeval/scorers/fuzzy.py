@@ -4,10 +4,10 @@ Pure: no pytest, no torch. The collector calls `validate_config` once per row; t
 
 similarity = 1 - levenshtein(a, b) / max(len(a), len(b)), and 1.0 for two empty strings; lengths and edits
 count Unicode code points after normalisation (NFC, so a decomposed "é" is one character, as it looks).
-The distance is the plain two-row dynamic programme, O(len(a) * len(b)) time and O(min) memory, after
-stripping the common prefix and suffix (free for near-identical answers): about 0.05 s for two unrelated
-1,000-character texts on one core, 0.2 s at 2,000, growing with the square. There is no length cap (a cap
-would change the score); fuzzy matching is meant for short answers: names, titles, a line or two.
+The distance is rapidfuzz's `Levenshtein.distance`: exact, in C++ with Hyyrö's bit-parallel algorithm,
+O(n/64 * m) time: about 0.1 ms for two unrelated 1,000-character texts, 0.6 ms at 2,000, 16 ms at 10,000.
+So there is no length cap (a cap would change the score). It replaced a pure-Python dynamic programme
+(0.2 s at 2,000 characters) and gives the same distances.
 """
 
 from __future__ import annotations
@@ -43,37 +43,10 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
 def levenshtein(a: str, b: str) -> int:
     """Return the least number of single-character insertions, deletions and substitutions from a to b."""
-    # The common prefix and suffix cost nothing and often make up most of a near-miss answer.
-    start = 0
-    limit = min(len(a), len(b))
-    while start < limit and a[start] == b[start]:
-        start += 1
-    end_a, end_b = len(a), len(b)
-    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
-        end_a -= 1
-        end_b -= 1
-    a, b = a[start:end_a], b[start:end_b]
-    if len(a) < len(b):
-        a, b = b, a  # the row runs over the shorter string: O(min) memory
-    if not b:
-        return len(a)
-    previous = list(range(len(b) + 1))  # distances from the part of `a` done so far to each prefix of b
-    for char_a in a:
-        left = previous[0] + 1
-        current = [left]
-        append = current.append
-        # `previous` is one longer than b: its last cell is only ever `above`.
-        for char_b, diagonal, above in zip(b, previous, previous[1:], strict=False):
-            if char_a == char_b:
-                # Neighbouring cells differ by at most 1, so the free diagonal step is never beaten.
-                left = diagonal
-            else:
-                # min() and indexing cost more than these comparisons: 2.5 times faster this way.
-                best = diagonal if diagonal < above else above
-                left = (best if best < left else left) + 1
-            append(left)
-        previous = current
-    return previous[-1]
+    # Imported here: the plugin imports every scorer at start-up, and rapidfuzz costs about 20 ms to load.
+    from rapidfuzz.distance import Levenshtein
+
+    return int(Levenshtein.distance(a, b))
 
 
 def similarity(a: str, b: str) -> float:
