@@ -1511,9 +1511,10 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
                 )
         ppl = bench.get("perplexity")
         if ppl and ppl.get(BASE):
-            text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}"
+            text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}{_band(ppl[BASE])}"
             if ppl.get(ADAPTER):
-                text += f", adapter {ppl[ADAPTER]['perplexity']:.2f} (x{ppl['perplexity_ratio']:.3f})"
+                ratio = f"x{ppl['perplexity_ratio']:.3f}"
+                text += f", adapter {ppl[ADAPTER]['perplexity']:.2f}{_band(ppl[ADAPTER])} ({ratio})"
             lines.append(text)
         if bench.get("fluency"):
             lines.append(
@@ -1584,6 +1585,11 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
     if not document["complete"]:
         lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
     return lines
+
+
+def _band(corpus: Mapping[str, Any]) -> str:
+    """The adaptation document's label beside a corpus perplexity, when the document has one."""
+    return f" [{corpus['band']}]" if corpus.get("band") else ""
 
 
 def _summary_statistics(stats: Mapping[str, Any] | None) -> str:

@@ -136,6 +136,9 @@ def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
     rows = [r for r in records if r["evaluation_type"] == "perplexity" and score(r, BASE) is not None]
     if not rows:
         return None
+    from pytest_llmeval.scorers.perplexity import DEFAULT_BANDS, band
+
+    bands = tuple(float(b) for b in rows[0]["evaluation_config"].get("bands", DEFAULT_BANDS))
     out: dict[str, Any] = {}
     for who in (BASE, ADAPTER):
         parts = [found for r in rows if (found := score(r, who)) is not None]
@@ -143,7 +146,13 @@ def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
         if corpus is not None:
             # Named so nobody takes it for the corpus value: every text counts alike, short or long.
             corpus["mean_text_perplexity"] = math.fsum(float(p["perplexity"]) for p in parts) / len(parts)
+            corpus["band"] = band(corpus["perplexity"], (bands[0], bands[1], bands[2]))
         out[who] = corpus
+    out["bands"] = {
+        "excellent": f"< {bands[0]:g}",
+        "good": f"< {bands[1]:g}",
+        "acceptable": f"<= {bands[2]:g}",
+    }
     first = score(rows[0], BASE)
     assert first is not None
     out["window"] = {

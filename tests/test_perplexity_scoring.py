@@ -42,6 +42,8 @@ from pytest_llmeval.stats import compare_paired
         ({"threshold": 10, "max_length": 1}, "integer >= 2"),
         ({"threshold": 10, "stride": 0}, "integer >= 1"),
         ({"threshold": 10, "max_length": 8, "stride": 9}, "must not exceed"),
+        ({"threshold": 10, "bands": [12, 10, 15]}, "'bands' must be three increasing perplexities"),
+        ({"threshold": 10, "bands": [10, 12]}, "'bands' must be three increasing perplexities"),
         (
             {"threshold": 10, "extract_pattern": "x"},
             "unknown key .extract_pattern. in evaluation_config for perplexity",
@@ -128,6 +130,35 @@ def test_corpus_perplexity_is_token_weighted() -> None:
     assert base["bits_per_character"] == pytest.approx(106 / math.log(2) / 304)
     assert base["bits_per_byte"] == pytest.approx(106 / math.log(2) / 608)
     assert base["n_tokens"] == 102 and base["n_texts"] == 2
+
+
+@pytest.mark.parametrize(
+    ("perplexity", "label"),
+    [
+        (1.0, "excellent"),
+        (9.99, "excellent"),
+        (10.0, "good"),
+        (11.99, "good"),
+        (12.0, "acceptable"),
+        (15.0, "acceptable"),
+        (15.01, "poor"),
+    ],
+)
+def test_the_documents_perplexity_bands(perplexity: float, label: str) -> None:
+    # §7.1: excellent < 10, good 10-12, acceptable 12-15, poor > 15.
+    assert scorer.band(perplexity) == label
+
+
+def test_a_benchmark_sets_its_own_bands() -> None:
+    # exp(106 / 102) = 2.83: excellent by the document's bands, poor by bands made for another tokenizer.
+    records = [record(0, measured(100.0, 100, 300), None), record(1, measured(6.0, 2, 4), None)]
+    summary = perplexity_summary(records)
+    assert summary is not None and summary["base"]["band"] == "excellent"
+    assert summary["bands"] == {"excellent": "< 10", "good": "< 12", "acceptable": "<= 15"}
+    for r in records:
+        r["evaluation_config"]["bands"] = [1.5, 2, 2.5]
+    summary = perplexity_summary(records)
+    assert summary is not None and summary["base"]["band"] == "poor"
 
 
 def test_scripts_add_up_over_rows() -> None:

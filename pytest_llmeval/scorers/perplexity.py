@@ -10,6 +10,9 @@ evaluation_config:
 - threshold (required): the highest acceptable perplexity.
 - on: "input" (default) scores the row's input, "reference" its expected_output.
 - max_length, stride: the sliding window (defaults: the model's context capped at 1024, max_length / 2).
+- bands: three increasing perplexities [a, b, c] that label a benchmark's corpus perplexity excellent (< a),
+  good (< b), acceptable (<= c) or poor (> c); default the Japanese adaptation document's [10, 12, 15] (§7.1).
+  Perplexities are comparable only within one tokenizer and language: set them for the benchmark's texts.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import check_keys
 
 TEXT_FIELDS = {"input": "input", "reference": "expected_output"}
-KNOWN_KEYS = ("threshold", "on", "max_length", "stride")
+KNOWN_KEYS = ("threshold", "on", "max_length", "stride", "bands")
+DEFAULT_BANDS = (10.0, 12.0, 15.0)
+BAND_NAMES = ("excellent", "good", "acceptable", "poor")
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
@@ -46,6 +51,26 @@ def validate_config(config: Mapping[str, Any]) -> None:
             raise ValueError(f"'stride' must be an integer >= 1, got {stride!r}")
         if max_length is not None and stride > max_length:
             raise ValueError(f"'stride' ({stride}) must not exceed 'max_length' ({max_length})")
+    bands = config.get("bands")
+    if bands is not None and not (
+        isinstance(bands, list)
+        and len(bands) == 3
+        and all(isinstance(b, (int, float)) and not isinstance(b, bool) and b >= 1 for b in bands)
+        and bands[0] < bands[1] < bands[2]
+    ):
+        raise ValueError(
+            f"'bands' must be three increasing perplexities >= 1, like [10, 12, 15], got {bands!r}"
+        )
+
+
+def band(perplexity: float, bands: tuple[float, float, float] = DEFAULT_BANDS) -> str:
+    """The adaptation document's label of a perplexity (§7.1): excellent below bands[0], good below
+    bands[1], acceptable up to bands[2], poor above."""
+    if perplexity < bands[0]:
+        return BAND_NAMES[0]
+    if perplexity < bands[1]:
+        return BAND_NAMES[1]
+    return BAND_NAMES[2] if perplexity <= bands[2] else BAND_NAMES[3]
 
 
 def text_field(config: Mapping[str, Any]) -> str:
