@@ -51,17 +51,32 @@ class TextPerplexity:
 
 @dataclass(frozen=True)
 class ScriptShare:
-    """The loss attributed to one script's characters, and how many characters of it there are."""
+    """The loss attributed to one script's characters, how many characters of it there are, and how often
+    the model's top-1 next token was the right one on them (the adaptation document's character prediction
+    accuracy, §4.2): `hits` of `scored` character shares (each scored token's share spread over its span)."""
 
     nll: float  # nats
     n_chars: int
+    hits: float = 0.0
+    scored: float = 0.0
 
     @property
     def bits_per_character(self) -> float | None:
         return self.nll / LN2 / self.n_chars if self.n_chars else None
 
+    @property
+    def top1_accuracy(self) -> float | None:
+        return self.hits / self.scored if self.scored else None
+
     def to_json(self) -> dict[str, Any]:
-        return {"nll": self.nll, "n_chars": self.n_chars, "bits_per_character": self.bits_per_character}
+        return {
+            "nll": self.nll,
+            "n_chars": self.n_chars,
+            "bits_per_character": self.bits_per_character,
+            "hits": self.hits,
+            "scored": self.scored,
+            "top1_accuracy": self.top1_accuracy,
+        }
 
 
 SCRIPTS: tuple[str, ...] = ("hiragana", "katakana", "kanji", "latin", "other")
@@ -99,26 +114,42 @@ def script_of(char: str) -> str:
 
 
 def attribute_to_scripts(
-    text: str, offsets: Sequence[tuple[int, int]], token_nll: Sequence[float]
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    token_nll: Sequence[float],
+    token_hits: Sequence[float | None] | None = None,
 ) -> dict[str, ScriptShare]:
     """Spread each token's loss evenly over the characters its offsets cover, then sum per script.
 
     Byte-level tokenizers split one character over several tokens and give each the character's span, so
     the character gets all their losses. A token with an empty span (rare: added tokens) goes to "other".
     The shares sum to the text's total NLL; n_chars counts every character of the text, scored or not.
+    `token_hits`: 1.0 where the model's top-1 prediction of the token was right, 0.0 where wrong, None for
+    a token not scored (the first one without BOS); spread the same way, with the share of scored tokens
+    beside them, so that per script hits / scored is the character-weighted top-1 accuracy.
     """
     nll = dict.fromkeys(SCRIPTS, 0.0)
-    for (start, end), loss in zip(offsets, token_nll, strict=True):
+    hits = dict.fromkeys(SCRIPTS, 0.0)
+    scored = dict.fromkeys(SCRIPTS, 0.0)
+    hit_list = token_hits if token_hits is not None else [None] * len(offsets)
+    for (start, end), loss, hit in zip(offsets, token_nll, hit_list, strict=True):
         if end <= start:
             nll["other"] += loss
+            if hit is not None:
+                hits["other"] += hit
+                scored["other"] += 1.0
             continue
-        share = loss / (end - start)
+        span = end - start
         for char in text[start:end]:
-            nll[script_of(char)] += share
+            script = script_of(char)
+            nll[script] += loss / span
+            if hit is not None:
+                hits[script] += hit / span
+                scored[script] += 1.0 / span
     chars = dict.fromkeys(SCRIPTS, 0)
     for char in text:
         chars[script_of(char)] += 1
-    return {s: ScriptShare(nll=nll[s], n_chars=chars[s]) for s in SCRIPTS}
+    return {s: ScriptShare(nll=nll[s], n_chars=chars[s], hits=hits[s], scored=scored[s]) for s in SCRIPTS}
 
 
 @dataclass(frozen=True)
@@ -232,7 +263,7 @@ def perplexity(
         ids.append(row)
         windows.extend(own)
 
-    window_nll, window_tokens = _score_windows(
+    window_nll, window_tokens, window_hits = _score_windows(
         model, tokenizer, ids, windows, batch_size=batch_size, per_token=by_script
     )
     nll = [0.0] * len(texts)
@@ -245,11 +276,16 @@ def perplexity(
     if by_script:
         shift = 1 if bos is not None else 0  # ids[t][j] is the text's token j - shift
         token_nll = [[0.0] * (len(row) - shift) for row in ids]
+        token_hits: list[list[float | None]] = [[None] * (len(row) - shift) for row in ids]
         for w, window in enumerate(windows):
-            for j, loss in enumerate(window_tokens[w], start=window.begin + window.first_scored):
+            start = window.begin + window.first_scored
+            for j, (loss, hit) in enumerate(zip(window_tokens[w], window_hits[w], strict=True), start=start):
                 token_nll[window.text][j - shift] = loss
+                token_hits[window.text][j - shift] = hit
         scripts = [
-            attribute_to_scripts(text, [tuple(o) for o in enc["offset_mapping"][i]], token_nll[i])
+            attribute_to_scripts(
+                text, [tuple(o) for o in enc["offset_mapping"][i]], token_nll[i], token_hits[i]
+            )
             for i, text in enumerate(texts)
         ]
 
@@ -293,7 +329,12 @@ def perplexity(
 def _sum_scripts(parts: Sequence[dict[str, ScriptShare]]) -> dict[str, ScriptShare]:
     """Script shares of several texts added up (bits per character is then character-weighted)."""
     return {
-        s: ScriptShare(nll=math.fsum(p[s].nll for p in parts), n_chars=sum(p[s].n_chars for p in parts))
+        s: ScriptShare(
+            nll=math.fsum(p[s].nll for p in parts),
+            n_chars=sum(p[s].n_chars for p in parts),
+            hits=math.fsum(p[s].hits for p in parts),
+            scored=math.fsum(p[s].scored for p in parts),
+        )
         for s in SCRIPTS
     }
 
@@ -323,10 +364,11 @@ def _score_windows(
     *,
     batch_size: int | None,
     per_token: bool = False,
-) -> tuple[list[float], list[list[float]]]:
+) -> tuple[list[float], list[list[float]], list[list[float]]]:
     """Summed NLL (nats, float64) of each window's scored tokens; windows share forward passes.
 
-    With per_token, also each window's per-token NLL (else empty lists).
+    With per_token, also each window's per-token NLL and whether the top-1 prediction of each token was
+    right, 1.0 or 0.0 (else empty lists).
     """
     import torch
 
@@ -334,6 +376,7 @@ def _score_windows(
     keep_kwarg = _accepts(model, "logits_to_keep")
     result = [0.0] * len(windows)
     tokens: list[list[float]] = [[] for _ in windows]
+    hits: list[list[float]] = [[] for _ in windows]
     for numbers in plan_batches(windows, batch_size=batch_size, device_type=device.type):
         batch = [windows[w] for w in numbers]
         ids_t, mask = batch_tensors(tokenizer, ids, batch)  # (B, T), (B, T)
@@ -349,11 +392,12 @@ def _score_windows(
                 input_ids=ids_t.to(device), attention_mask=mask.to(device), use_cache=False, **extra
             ).logits  # (B, T - offset, V)
             for r, window in enumerate(batch):
-                nll = _row_nll(logits[r], ids_t[r], window, offset)  # (S,) float64
+                nll, right = _row_scores(logits[r], ids_t[r], window, offset)  # (S,) float64, (S,) bool
                 result[numbers[r]] = float(nll.sum().item())
                 if per_token:
                     tokens[numbers[r]] = nll.tolist()
-    return result, tokens
+                    hits[numbers[r]] = right.double().tolist()
+    return result, tokens, hits
 
 
 def continuation_nll(
@@ -601,15 +645,19 @@ def batch_tensors(
     return ids_t, mask
 
 
-def _row_nll(logits: torch.Tensor, ids: torch.Tensor, window: Window, offset: int) -> torch.Tensor:
-    """NLL (float64) of one window's scored tokens; logits (T - offset, V) start at position `offset`."""
+def _row_scores(
+    logits: torch.Tensor, ids: torch.Tensor, window: Window, offset: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """NLL (float64) of one window's scored tokens, and whether each was the model's top-1 prediction;
+    logits (T - offset, V) start at position `offset`."""
     import torch
 
     # Token at position j is predicted by the logits at j - 1: only those rows are upcast to float32, so a
     # bfloat16 model never gets a float32 copy of its whole (B, T, V) logits.
     predicting = logits[window.first_scored - 1 - offset : window.length - 1 - offset].float()  # (S, V)
     targets = ids[window.first_scored : window.length].to(logits.device)  # (S,)
-    return torch.nn.functional.cross_entropy(predicting, targets, reduction="none").double()  # (S,)
+    nll = torch.nn.functional.cross_entropy(predicting, targets, reduction="none").double()  # (S,)
+    return nll, predicting.argmax(dim=-1) == targets  # (S,), (S,)
 
 
 def _accepts(model: PreTrainedModel, name: str) -> bool:

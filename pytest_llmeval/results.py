@@ -119,9 +119,14 @@ def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         for script in parts[0]["scripts"]:
             script_nll = math.fsum(float(p["scripts"][script]["nll"]) for p in parts)
             script_chars = sum(int(p["scripts"][script]["n_chars"]) for p in parts)
+            # The adaptation document's character prediction accuracy (§4.2): top-1 next-token hits spread
+            # over the characters each token covers, character-weighted over every text.
+            hits = math.fsum(float(p["scripts"][script].get("hits", 0.0)) for p in parts)
+            scored = math.fsum(float(p["scripts"][script].get("scored", 0.0)) for p in parts)
             out["bits_per_character_by_script"][script] = {
                 "bits_per_character": script_nll / LN2 / script_chars if script_chars else None,
                 "n_chars": script_chars,
+                "top1_accuracy": hits / scored if scored else None,
             }
     return out
 

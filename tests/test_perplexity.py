@@ -332,3 +332,38 @@ def test_by_script_sums_to_the_total_and_changes_nothing_else(tiny: LoadedModel)
     doc = split.to_json()
     assert doc["scripts"]["hiragana"]["n_chars"] == split.scripts["hiragana"].n_chars
     assert doc["texts"][0]["scripts"]["kanji"]["nll"] == split.texts[0].scripts["kanji"].nll  # type: ignore[index]
+
+
+def test_top1_accuracy_by_hand() -> None:
+    # Token 1 ("猫") right, tokens 2 and 3 (both on "あ") wrong then right, token 4 ("a ") not scored.
+    shares = attribute_to_scripts(
+        "猫あa ", [(0, 1), (1, 2), (1, 2), (2, 4)], [4.0, 1.0, 2.0, 6.0], [1.0, 0.0, 1.0, None]
+    )
+    assert shares["kanji"].top1_accuracy == 1.0
+    assert shares["hiragana"].top1_accuracy == 0.5
+    assert shares["latin"].top1_accuracy is None and shares["latin"].scored == 0.0
+
+
+@pytest.mark.slow
+def test_top1_accuracy_counts_the_models_own_argmax(real_model: LoadedModel) -> None:
+    """The document's character prediction accuracy: summed over scripts, the hits are the scored tokens
+    whose top-1 prediction was right, as one plain forward pass over the whole text counts them (the real
+    SmolLM2: a random model is right on no token, and a broken count would go unseen)."""
+    import torch
+
+    texts = ["吾輩は猫である。名前はまだ無い。", "The quick brown fox jumps over the lazy dog. 1, 2, 3, 4, 5"]
+    result = perplexity(real_model.model, real_model.tokenizer, texts, max_length=64, by_script=True)
+    total_right = 0
+    for text, measured in zip(texts, result.texts, strict=True):
+        ids = token_ids(real_model, text)
+        with torch.no_grad():
+            logits = real_model.model(input_ids=torch.tensor([ids])).logits[0]  # (T, V)
+        predicted = logits[:-1].argmax(-1).tolist()  # position j predicts token j + 1
+        right = sum(p == t for p, t in zip(predicted, ids[1:], strict=True))
+        total_right += right
+        assert measured.scripts is not None
+        assert math.fsum(s.hits for s in measured.scripts.values()) == pytest.approx(right)
+        assert math.fsum(s.scored for s in measured.scripts.values()) == pytest.approx(len(ids) - 1)
+    assert total_right > 5  # the model knows these texts: the count is not trivially 0
+    assert result.scripts is not None and 0.0 <= (result.scripts["kanji"].top1_accuracy or 0.0) <= 1.0
+    assert result.to_json()["scripts"]["kanji"]["top1_accuracy"] == result.scripts["kanji"].top1_accuracy

@@ -162,17 +162,25 @@ def test_a_benchmark_sets_its_own_bands() -> None:
 
 
 def test_scripts_add_up_over_rows() -> None:
-    def scripts(kanji: float, latin: float) -> dict[str, Any]:
-        return {"kanji": {"nll": kanji, "n_chars": 2}, "latin": {"nll": latin, "n_chars": 3}}
+    def scripts(kanji: float, latin: float, hits: float) -> dict[str, Any]:
+        return {
+            "kanji": {"nll": kanji, "n_chars": 2, "hits": hits, "scored": 2.0},
+            "latin": {"nll": latin, "n_chars": 3},  # measured before top-1 hits were kept: no accuracy
+        }
 
     records = [
-        record(0, measured(5.0, 4, 5, scripts=scripts(4.0, 1.0)), None),
-        record(1, measured(3.0, 2, 5, scripts=scripts(1.0, 2.0)), None),
+        record(0, measured(5.0, 4, 5, scripts=scripts(4.0, 1.0, 2.0)), None),
+        record(1, measured(3.0, 2, 5, scripts=scripts(1.0, 2.0, 0.5)), None),
     ]
     summary = perplexity_summary(records)
     assert summary is not None
     by_script = summary["base"]["bits_per_character_by_script"]
-    assert by_script["kanji"] == {"bits_per_character": pytest.approx(5.0 / math.log(2) / 4), "n_chars": 4}
+    assert by_script["kanji"] == {
+        "bits_per_character": pytest.approx(5.0 / math.log(2) / 4),
+        "n_chars": 4,
+        "top1_accuracy": pytest.approx(2.5 / 4),  # character-weighted over both texts
+    }
+    assert by_script["latin"]["top1_accuracy"] is None
     assert by_script["latin"]["bits_per_character"] == pytest.approx(3.0 / math.log(2) / 6)
 
 
