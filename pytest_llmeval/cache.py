@@ -56,9 +56,10 @@ SKIPPED_PREFIXES = (".", "README", "LICENSE", "NOTICE", "USE_POLICY")
 SKIPPED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".gguf", ".onnx", ".h5", ".msgpack")
 # What peft reads from an adapter folder; metadata.json, training data and READMEs do not change outputs.
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-# The code that turns weights and a prompt into text: an edit to it (a decoding fix) must not be served
-# outputs of the old code.
-CODE_MODULES = ("generation.py", "models.py")
+# The code that turns weights and a prompt into text, or a text into a measurement (perplexity, the
+# choices' log-likelihoods, kept in the cache too): an edit to it (a decoding fix, a new measured field)
+# must not be served results of the old code.
+CODE_MODULES = ("generation.py", "models.py", "perplexity.py", "measures.py")
 
 
 def canonical(value: Any) -> bytes:
