@@ -96,12 +96,15 @@ def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
-def model_args(tiny_model: Path, tiny_adapter: Path | None = None, *, gates: bool = False) -> list[str]:
+def model_args(
+    tiny_model: Path, tiny_adapter: Path | None = None, *, gates: bool = False, cache: Path | None = None
+) -> list[str]:
     """Plugin arguments for a pytester run on the tiny model (and adapter), without gates unless asked."""
     # `--opt=value`: pytest takes separate path-like arguments into account when it picks the rootdir.
-    # No generation cache: these tests run the plugin several times in one folder, and each run must
-    # generate (tests/test_cache.py is about the cache).
-    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", "--llmeval-no-cache"]
+    # No generation cache unless a test names one: these tests run the plugin several times in one folder,
+    # and each run must generate (tests/test_cache.py is about the cache).
+    store = "--llmeval-no-cache" if cache is None else f"--llmeval-cache-dir={cache}"
+    args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", store]
     if not gates:
         args += ["-m", "not gate"]  # these tests are about rows; tests/test_gate_items.py is about gates
     if tiny_adapter is not None:

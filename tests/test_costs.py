@@ -202,15 +202,7 @@ def test_a_run_reports_its_cost(
     one = [row(f"a{i}", instruction=f"Question {i}?") for i in range(3)]
     two = [row(f"b{i}", instruction=f"Other question {i}, longer.") for i in range(2)]
     pytester.makefile(".jsonl", one=jsonl(one), two=jsonl(two))
-    args = [
-        f"--base-model={tiny_model}",
-        f"--adapter={tiny_adapter}",
-        "-m",
-        "not gate",
-        "-p",
-        "no:cacheprovider",
-    ]
-    args += [f"--llmeval-cache-dir={tmp_path / 'cache'}", "--llmeval-html=report.html"]
+    args = [*model_args(tiny_model, tiny_adapter, cache=tmp_path / "cache"), "--llmeval-html=report.html"]
     result = pytester.runpytest(*args)
     result.stdout.fnmatch_lines(["cost: base * prompt + * generated tokens, * s (* rows/s); adapter *"])
     cost = json.loads((pytester.path / "results.json").read_text())["cost"]

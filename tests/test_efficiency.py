@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import REPO, jsonl, row
+from helpers import REPO, jsonl, model_args, row
 
 from pytest_llmeval.models import embedded_model_dir, parameter_efficiency
 
@@ -48,15 +48,7 @@ def test_a_run_records_efficiency_memory_and_speed(
     pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, tmp_path: Path
 ) -> None:
     pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", instruction=f"Say {i}.") for i in range(4)]))
-    args = [
-        f"--base-model={tiny_model}",
-        f"--adapter={tiny_adapter}",
-        "-m",
-        "not gate",
-        "-p",
-        "no:cacheprovider",
-    ]
-    args.append(f"--llmeval-cache-dir={tmp_path / 'cache'}")
+    args = model_args(tiny_model, tiny_adapter, cache=tmp_path / "cache")
     result = pytester.runpytest(*args)
     result.stdout.fnmatch_lines(["parameter efficiency: the adapter holds 0.0*% of the parameters (* of *)"])
     doc = json.loads((pytester.path / "results.json").read_text())

@@ -180,8 +180,7 @@ def test_a_changed_template_regenerates_that_adapter_only(
     adapter = tmp_path / "plain"
     shutil.copytree(plain, adapter)
     rows_file(pytester)
-    args = [f"--base-model={tiny_model}", f"--adapter={adapter}", "-m", "not gate", "-p", "no:cacheprovider"]
-    args += [f"--llmeval-cache-dir={tmp_path / 'cache'}"]
+    args = model_args(tiny_model, adapter, cache=tmp_path / "cache")
     pytester.runpytest(*args, "--llmeval-results=first.json")
     (adapter / "chat_template.jinja").write_text(TEMPLATE_NO_TOKEN.replace("short number", "word"))
     pytester.runpytest(*args, "--llmeval-results=second.json")
