@@ -101,20 +101,24 @@ class Outcome:
 
 
 def shell(nodeid: str, benchmark: Mapping[str, Any], case: Any) -> dict[str, Any]:
-    """What `planned` and `opted_out` read of a collected row (`case`: a benchmark.Case) before it has a
+    """What `planned` and `stops_early` read of a collected row (`case`: a benchmark.Case) before it has a
     record: the collection's order and the records' agree."""
     return {
         "nodeid": nodeid,
         "line": case.line,
         "difficulty": case.difficulty,
         "benchmark": benchmark,
+        "evaluation_type": case.evaluation_type,
         "sequential": case.run_options.get("sequential"),
     }
 
 
-def opted_out(rows: Sequence[Mapping[str, Any]]) -> bool:
-    """A benchmark whose rows (`shell`s) say `"sequential": false` in evaluation_config runs whole."""
-    return any(r.get("sequential") is False for r in rows)
+def stops_early(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a benchmark file (its rows' `shell`s) may stop early. Not when a row says
+    `"sequential": false` in evaluation_config (the file opts out), nor when every row is a perplexity row:
+    those are compared on cross-entropy, which no bounded test covers."""
+    opted_out = any(r.get("sequential") is False for r in rows)
+    return not opted_out and not all(r["evaluation_type"] == "perplexity" for r in rows)
 
 
 def domain_of(info: Mapping[str, Any], column: str) -> str | None:

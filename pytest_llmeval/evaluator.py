@@ -506,9 +506,7 @@ class Evaluator:
 
             for name, refs in _by_benchmark(rows).items():
                 shells = [early_stop.shell(r.nodeid, r.benchmark, r.case) for r in refs]
-                # A file of perplexity rows is compared on cross-entropy, which no bounded test covers.
-                measured = all(r.case.evaluation_type == "perplexity" for r in refs)
-                if not measured and not early_stop.opted_out(shells):
+                if early_stop.stops_early(shells):
                     order = early_stop.planned(shells, self.options.gate_options.seed)
                     self.sequential_orders[name] = [str(r["nodeid"]) for r in order]
 

@@ -1064,19 +1064,17 @@ def _plan_order(items: list[pytest.Item]) -> None:
     anytime-valid test, follow it. Runs at the end of collection, before xdist workers report theirs."""
     from pytest_llmeval import early_stop
 
-    by_file: dict[str, list[int]] = {}
+    by_file: dict[str, list[tuple[int, CaseItem]]] = {}
     for index, item in enumerate(items):
         if isinstance(item, CaseItem):
-            by_file.setdefault(item.info["name"], []).append(index)
+            by_file.setdefault(item.info["name"], []).append((index, item))
     seed = items[0].config.option.llmeval_seed if items else 0
-    for slots in by_file.values():
-        rows = [items[i] for i in slots]
-        assert all(isinstance(r, CaseItem) for r in rows)
-        shells = [early_stop.shell(r.nodeid, r.info, r.case) for r in rows if isinstance(r, CaseItem)]
-        measured = all(isinstance(r, CaseItem) and r.case.evaluation_type == "perplexity" for r in rows)
-        if measured or early_stop.opted_out(shells):
+    for placed in by_file.values():
+        slots = [index for index, _ in placed]
+        shells = [early_stop.shell(r.nodeid, r.info, r.case) for _, r in placed]
+        if not early_stop.stops_early(shells):
             continue
-        by_node = {r.nodeid: r for r in rows}
+        by_node = {r.nodeid: r for _, r in placed}
         for slot, row in zip(slots, early_stop.planned(shells, seed), strict=True):
             items[slot] = by_node[str(row["nodeid"])]
 

@@ -19,8 +19,9 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_llmeval.records import RowRecord
 
@@ -69,20 +70,15 @@ class RowStore:
         last_progress = time.monotonic()
         while self.spool is not None and len(found) + len(lost) < len(wanted):
             before = len(found) + len(lost)
-            for path in sorted(self.spool.glob("*.jsonl")):
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue  # a line another process is still writing
-                    nodeid = entry.get("nodeid")
-                    if nodeid not in wanted or nodeid in found:
-                        continue
-                    if path.name == _LOST:
-                        lost[nodeid] = str(entry.get("why"))
-                    else:
-                        found[nodeid] = entry
-                        lost.pop(nodeid, None)  # rerun elsewhere after all
+            for is_lost, entry in self._spool_entries():
+                nodeid = entry.get("nodeid")
+                if nodeid not in wanted or nodeid in found:
+                    continue
+                if is_lost:
+                    lost[nodeid] = str(entry.get("why"))
+                else:
+                    found[nodeid] = entry
+                    lost.pop(nodeid, None)  # rerun elsewhere after all
             settled = len(found) + len(lost)
             if settled == len(wanted):
                 break
@@ -99,17 +95,21 @@ class RowStore:
         waiting for the others: what --llmeval-sequential decides on before each chunk."""
         wanted = set(nodeids)
         found = {n: self.local[n] for n in nodeids if n in self.local}
+        for is_lost, entry in self._spool_entries():
+            if not is_lost and entry.get("nodeid") in wanted:
+                found.setdefault(entry["nodeid"], entry)
+        return found
+
+    def _spool_entries(self) -> Iterator[tuple[bool, Any]]:
+        """Every entry in the spool now, with whether it is a lost marker; none without a spool."""
         for path in sorted(self.spool.glob("*.jsonl")) if self.spool is not None else []:
-            if path.name == _LOST:
-                continue
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     entry = json.loads(line)
                 except ValueError:
                     continue  # a line another process is still writing
-                if entry.get("nodeid") in wanted:
-                    found.setdefault(entry["nodeid"], entry)
-        return found
+                if isinstance(entry, dict):
+                    yield path.name == _LOST, entry
 
     def publish_selection(self, selection: dict[str, object]) -> None:
         """Worker: what its collection selected (the controller collects nothing under xdist)."""
