@@ -8,12 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# numpy, torch and what transformers and peft register in torch cannot be imported twice in one process
+# ("bad call flags", "Only a single TORCH_LIBRARY"), and pytester's in-process runs forget the modules
+# they imported: import them once here, before any run needs them, whichever test file runs first.
+import peft  # noqa: F401
 import pytest
+import torch  # noqa: F401
 from helpers import REPO, build_tiny_adapter, build_tiny_model
 from locollm import validate_locollm
+from transformers import LlamaForCausalLM  # noqa: F401
 
-# numpy cannot be imported twice in one process, and pytester's in-process runs forget the modules they
-# imported: import the statistics (numpy, scipy) once here, before any run needs them.
 import pytest_llmeval.stats  # noqa: F401
 
 if TYPE_CHECKING:

@@ -1180,6 +1180,7 @@ def test_perplexity_summary_carries_every_corpus_value_and_the_window() -> None:
         "n_tokens": 20,
         "n_chars": 80,
         "mean_text_perplexity": pytest.approx((math.exp(1.0) + math.exp(2.0)) / 2),
+        "band": "excellent",  # the adaptation document's label (§7.1): below 10
     }
     assert ppl[ADAPTER]["cross_entropy"] == pytest.approx(1.0)
     assert ppl["window"] == {"max_length": 1024, "stride": 512, "first_token": "scored after BOS"}
@@ -1223,9 +1224,14 @@ def _perplexity_corpus(latin: int, han: int, chars: int) -> dict[str, Any]:
 
 def test_bits_per_character_by_script_is_none_for_a_script_without_characters() -> None:
     by_script = _perplexity_corpus(40, 0, 40)["bits_per_character_by_script"]
+    # These measurements carry no top-1 hits (scripts measured without them): no accuracy either.
     assert by_script == {
-        "latin": {"bits_per_character": pytest.approx(10.0 / math.log(2) / 40), "n_chars": 40},
-        "han": {"bits_per_character": None, "n_chars": 0},
+        "latin": {
+            "bits_per_character": pytest.approx(10.0 / math.log(2) / 40),
+            "n_chars": 40,
+            "top1_accuracy": None,
+        },
+        "han": {"bits_per_character": None, "n_chars": 0, "top1_accuracy": None},
     }
 
 
