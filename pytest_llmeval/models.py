@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -448,14 +449,23 @@ def check_adapter_fits(adapter: Path, base_path: str) -> None:
     _FITS.add(checked)
 
 
-def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
+@functools.lru_cache(maxsize=4)
+def _meta_model(base_path: str) -> Any:
+    """The base's architecture on the meta device (no weight read or allocated), built once per process:
+    check_adapter_fits reads its modules, parameter_efficiency counts its parameters."""
     import torch
-    from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(base_path, local_files_only=True)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        return AutoModelForCausalLM.from_config(config)
+
+
+def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
+    from safetensors import safe_open
+
+    model = _meta_model(base_path)
+    config = model.config
     modules = dict(model.named_modules())
     problems: list[str] = []
     with safe_open(str(weights), framework="pt") as f:
@@ -497,10 +507,6 @@ def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
         )
 
 
-# base model folder -> its parameter count (parameter_efficiency builds a meta-device model once per process)
-_BASE_PARAMETERS: dict[str, int] = {}
-
-
 def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
     """The Japanese adaptation document's parameter efficiency (§2) of an adapter, from the files alone:
     the adapter's own parameters (every tensor of its weights file: LoRA matrices, trained token rows,
@@ -513,6 +519,7 @@ def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
     if weights is None or weights.suffix != ".safetensors":
         return {
             "total_params": None,
+            "base_params": None,
             "trainable_params": None,
             "efficiency_ratio": None,
             "parameter_reduction": None,
@@ -521,16 +528,8 @@ def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
     with safe_open(str(weights), framework="pt") as f:
         for key in f.keys():
             trainable += math.prod(f.get_slice(key).get_shape())
-    if base_path not in _BASE_PARAMETERS:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        config = AutoConfig.from_pretrained(base_path, local_files_only=True)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-        # named_parameters counts tied weights (input and output embeddings) once, as the model holds them.
-        _BASE_PARAMETERS[base_path] = sum(p.numel() for p in model.parameters())
-    base = _BASE_PARAMETERS[base_path]
+    # parameters() yields tied weights (input and output embeddings) once, as the model holds them.
+    base = sum(p.numel() for p in _meta_model(base_path).parameters())
     total = base + trainable
     return {
         "total_params": total,
