@@ -24,11 +24,12 @@ REQUIRED_FIELDS: tuple[str, ...] = (
     "evaluation_type",
     "difficulty",
 )
-OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags")
+# `system`: the row's own system prompt (prompts.py: the row is the most specific layer of its prompt).
+OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags", "system")
 # evaluation_config keys about how the run treats the row, not how it is scored: checked here and kept
 # apart (Case.run_options), so that no scorer sees them. sequential: false opts the file out of
-# --llmeval-sequential.
-RUN_KEYS: dict[str, type] = {"sequential": bool}
+# --llmeval-sequential; prompt_template is the row's own Jinja prompt template (prompts.py).
+RUN_KEYS: dict[str, type] = {"sequential": bool, "prompt_template": str}
 # `input` may be empty: instruction-only prompts are common in the LocoLLM format.
 MAY_BE_EMPTY: frozenset[str] = frozenset({"input"})
 
@@ -69,6 +70,7 @@ class Case:
     evaluation_config: Mapping[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     run_options: Mapping[str, Any] = field(default_factory=dict)  # RUN_KEYS found in evaluation_config
+    system: str | None = None  # the row's own system prompt
 
 
 @dataclass(frozen=True)
@@ -253,9 +255,11 @@ def _parse_row(
     run_options = {key: config[key] for key in RUN_KEYS if key in config}
     for key, kind in RUN_KEYS.items():
         if key in run_options and not isinstance(run_options[key], kind):
-            reasons.append(
-                f"evaluation_config: {key} must be true or false, got {json.dumps(run_options[key])}"
-            )
+            what = "true or false" if kind is bool else "a string"
+            reasons.append(f"evaluation_config: {key} must be {what}, got {json.dumps(run_options[key])}")
+    system = obj.get("system")
+    if system is not None and not isinstance(system, str):
+        reasons.append(f"field 'system' must be a string, got {_json_type(system)}")
     config = {k: v for k, v in config.items() if k not in RUN_KEYS}
     validator = validators.get(obj["evaluation_type"])
     if validator is None:
@@ -290,6 +294,7 @@ def _parse_row(
             evaluation_config=config,
             tags=tuple(tags),
             run_options=run_options,
+            system=system,
         ),
         [],
     )

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from pytest_llmeval import early_stop
     from pytest_llmeval.costs import Budget, Price
     from pytest_llmeval.endpoint import EndpointSettings, ServedModel
+    from pytest_llmeval.prompts import BenchmarkPrompt, Example, Layer, PromptOptions, PromptSpec
 
 GATE_PREFIX = "gate::"
 
@@ -123,6 +124,15 @@ class RunOptions:
     max_cost: float | None = None
     workers: int = 1
     prices: dict[str, Price] = field(default_factory=dict)  # [tool.llmeval.prices], by served model id
+    # The command line's prompt settings and each adapter's declared prompt (prompts.py).
+    prompt: PromptOptions = field(default_factory=lambda: _prompt_options())
+
+
+def _prompt_options() -> PromptOptions:
+    # Imported here: the plugin imports this module at pytest's start, and prompts.py need not load then.
+    from pytest_llmeval.prompts import PromptOptions
+
+    return PromptOptions()
 
 
 @dataclass(frozen=True)
@@ -322,6 +332,10 @@ class Evaluator:
     baselines: Baselines = field(default_factory=Baselines)  # earlier runs, for no_regression
     rows: dict[str, RowRef] = field(default_factory=dict)  # node id -> row, in collection order
     benchmarks: dict[str, Benchmark] = field(default_factory=dict)  # benchmark name -> the parsed file
+    # benchmark name -> its sidecar's prompt settings and few-shot pool (prompts.load_benchmark_prompt)
+    benchmark_prompts: dict[str, BenchmarkPrompt] = field(default_factory=dict)
+    # node id -> column -> the prompt it was given (the text; a served chat row's messages as JSON)
+    prompts: dict[str, dict[str, str]] = field(default_factory=dict)
     outputs: dict[str, RowOutputs] = field(default_factory=dict)
     row_errors: dict[str, str] = field(default_factory=dict)  # rows of a computed chunk that have no output
     truncated: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows whose prompt was cut to fit
@@ -775,12 +789,15 @@ class Evaluator:
         room: Callable[[Case], int],
         reserved: str,
         loaded: LoadedModel | None = None,
+        columns: Sequence[str] = (BASE,),
     ) -> tuple[list[str], list[str], list[int]]:
         """The rows whose prompt fits the model's context with `room(case)` tokens after it (fitted by
         --llmeval-context-overflow), their prompts and rooms; the others go to row_errors, and the rows
         whose prompt was cut to truncated. `loaded`: a column's own weights or tokenizer (a full model, an
-        adapter's for_column view; None: the shared base's)."""
+        adapter's for_column view; None: the shared base's). `columns`: those given these prompts (alike:
+        _same_prompt), the first's prompt settings; each one's prompt is kept for its record."""
         from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
+        from pytest_llmeval.prompts import PromptError
 
         own = loaded is None
         loaded = self.loaded() if loaded is None else loaded
@@ -791,11 +808,21 @@ class Evaluator:
         for n in nodeids:
             case = self.rows[n].case
             tokens = room(case)
+            spec = self.prompt_spec(n, columns[0])
+            examples = self.examples(self.rows[n].benchmark["name"], case, spec)
 
-            def render(text: str, case: Case = case, tok: Any = loaded.tokenizer) -> str:
+            def render(
+                text: str,
+                case: Case = case,
+                tok: Any = loaded.tokenizer,
+                spec: Any = spec,
+                ex: Any = examples,
+            ) -> str:
                 if completion_mode(case):
                     return raw_prompt(tok, text)
-                return build_prompt(tok, case.instruction, text)
+                return build_prompt(
+                    tok, case.instruction, text, system=spec.system, examples=ex, template=spec.template
+                )
 
             try:
                 prompt, truncated = fit_text(
@@ -807,12 +834,14 @@ class Evaluator:
                     policy=self.options.context_overflow,
                     reserved=reserved,
                 )
-            except ValueError as exc:
+            except (ValueError, PromptError) as exc:
                 where = "" if own else f" ({loaded.label})"
                 self.row_errors[n] = f"{self._where(n)}: {exc}{where}"
                 continue
             if truncated is not None and own:
                 self.truncated[n] = truncated
+            for column in columns:
+                self.prompts.setdefault(n, {})[column] = prompt
             fitting.append(n)
             prompts.append(prompt)
             rooms.append(tokens)
@@ -840,7 +869,13 @@ class Evaluator:
             return int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
 
         loaded = self.loaded()
-        fitting, prompts, limits = self._fit_rows(nodeids, limit, "max_new_tokens")
+        shared = self._shared_columns()
+        alike = [
+            c
+            for c in shared
+            if self._same_prompt(c, BASE) and loaded.for_column(None if c == BASE else c) is loaded
+        ]
+        fitting, prompts, limits = self._fit_rows(nodeids, limit, "max_new_tokens", columns=alike)
         keys = {n: _job_keys(n, sampling_of(self.rows[n].case)[0]) for n in nodeids}
         texts: dict[str, dict[str, str]] = {}  # job key -> column -> text
         ok = list(fitting)
@@ -862,12 +897,13 @@ class Evaluator:
 
         prompt_of = dict(zip(fitting, prompts, strict=True))
         limit_of = dict(zip(fitting, limits, strict=True))
-        for column in self._shared_columns():
+        for column in shared:
             view = loaded.for_column(None if column == BASE else column)
-            if view is loaded:
+            if column in alike:
                 generate_column(loaded, column, ok, [prompt_of[n] for n in ok], [limit_of[n] for n in ok])
-            else:  # an adapter with a tokenizer of its own: its prompts are built with it
-                generate_column(view, column, *self._fit_rows(ok, limit, "max_new_tokens", view))
+            else:  # its own prompt settings, or an adapter's own tokenizer: its prompts are built for it
+                own = None if view is loaded else view
+                generate_column(view, column, *self._fit_rows(ok, limit, "max_new_tokens", own, [column]))
         for column in self._model_columns():
             if not ok:
                 break
@@ -875,7 +911,7 @@ class Evaluator:
             if model is None:
                 ok = []
                 break
-            generate_column(model, column, *self._fit_rows(ok, limit, "max_new_tokens", model))
+            generate_column(model, column, *self._fit_rows(ok, limit, "max_new_tokens", model, [column]))
         self._keep_outputs(ok, keys, texts)
 
     def _jobs(
@@ -1321,8 +1357,18 @@ class Evaluator:
 
         loaded = self.loaded()
         shared = self._shared_columns()
-        # The base and the adapters prompted with its tokenizer share calls; one with its own, its own.
-        measured(loaded, [c for c in shared if loaded.for_column(None if c == BASE else c) is loaded])
+        # The base and the adapters prompted with its tokenizer share calls, one per distinct prompt
+        # (_same_prompt); one with a tokenizer of its own, its own.
+        groups: list[list[str]] = []
+        for c in [c for c in shared if loaded.for_column(None if c == BASE else c) is loaded]:
+            group = next((g for g in groups if self._same_prompt(c, g[0])), None)
+            if group is None:
+                groups.append([c])
+            else:
+                group.append(c)
+        for group in groups:
+            if ok:
+                measured(loaded, group)
         for column in [c for c in shared if c != BASE and loaded.for_column(c) is not loaded]:
             if ok:
                 measured(loaded.for_column(column), [column])
@@ -1360,7 +1406,7 @@ class Evaluator:
                     continue
                 cache, identity, side = cached
                 case = self.rows[n].case
-                what = {
+                what: dict[str, Any] = {
                     "measured": case.evaluation_type,
                     "instruction": case.instruction,
                     "input": case.input,
@@ -1368,6 +1414,11 @@ class Evaluator:
                     "config": case.evaluation_config,
                     "context_overflow": self.options.context_overflow,
                 }
+                if SCORERS[case.evaluation_type].measure == "choices":
+                    # The choices are read after the row's prompt: its settings decide the measurement.
+                    spec = self.prompt_spec(n, column)
+                    examples = self.examples(self.rows[n].benchmark["name"], case, spec)
+                    what["prompt"] = [spec.to_json(), [e.to_json() for e in examples]]
                 material = key_material(identity, side, sha256_json(what), 0)
                 stored = cache.get(material)
                 if stored is None:
@@ -1424,6 +1475,7 @@ class Evaluator:
                 ),
                 "the longest choice",
                 None if loaded is self._loaded else loaded,
+                columns,
             )
             if not fitting:
                 return {}
@@ -1482,12 +1534,19 @@ class Evaluator:
         scoring = 0.0
 
         def record(models: dict[str, SideRecord] | None = None, **outcome: Any) -> RowRecord:
+            # Known once the row's chunk was prompted (outputs_for); a row skipped before has none.
+            given = self.prompts.get(nodeid, {})
+            row_prompt = given.get(BASE, next(iter(given.values()), None))
+            for column, side_record in (models or {}).items():
+                if given.get(column, row_prompt) != row_prompt:
+                    side_record["prompt"] = given[column]
             made = row_record(
                 nodeid=nodeid,
                 benchmark=ref.benchmark,
                 case=case,
                 evaluated=evaluated,
                 models=models,
+                prompt=row_prompt,
                 **outcome,
             )
             spent = self.costs.get(nodeid)
@@ -1671,6 +1730,114 @@ class Evaluator:
         if self.options.predictions is not None:
             return {ADAPTER: "adapter"} if self.has_adapter else {}
         return {m.side: m.kind for m in self.roster.members}
+
+    # --- prompts (prompts.py decides; these apply it to the run's rows and columns) ---------------------
+
+    def read_prompts(self, name: str, benchmark: Benchmark) -> list[tuple[int, str]]:
+        """At collection: the benchmark's sidecar and few-shot file, and every row's prompt rendered once
+        for each distinct prompt of the run's columns, so a template that does not compile or render fails
+        this file's collection, (line, why) each, and no other file's."""
+        from pytest_llmeval.prompts import PromptError, load_benchmark_prompt
+
+        try:
+            self.benchmark_prompts[name] = load_benchmark_prompt(benchmark.path)
+        except PromptError as exc:
+            return [(exc.line, str(exc))]
+        self.benchmarks[name] = benchmark
+        problems: list[tuple[int, str]] = []
+        for case in benchmark.cases:
+            try:
+                for owner in dict.fromkeys(self._prompt_owner(c) for c in self.columns()):
+                    spec = self._resolve(name, case, owner)
+                    if spec.template is not None:
+                        from pytest_llmeval.prompts import check
+
+                        check(spec, case.instruction, case.input, self.examples(name, case, spec), case.line)
+            except PromptError as exc:
+                problems.append((case.line, str(exc)))
+        return problems
+
+    def _prompt_owner(self, column: str) -> str | None:
+        """The adapter column whose declared prompt (metadata.json) a column is given: its own for an
+        adapter; for the base and the full models, the first adapter's, so that a comparison prompts both
+        sides alike, unless --llmeval-prompt-per-model (then none: only the row, benchmark, command line)."""
+        declared = self.options.prompt.adapters
+        if column in declared:
+            return column
+        if self.options.prompt.per_model or not declared:
+            return None
+        return next(iter(declared))
+
+    def _resolve(self, name: str, case: Case, owner: str | None) -> PromptSpec:
+        from pytest_llmeval.prompts import ADAPTER as ADAPTER_LAYER
+        from pytest_llmeval.prompts import BENCHMARK, COMMAND_LINE, ROW, Layer, resolve, row_layer
+
+        bench = self.benchmark_prompts.get(name)
+        prompt = self.options.prompt
+        layers: list[tuple[str, Layer]] = [
+            (ROW, row_layer(case.system, case.run_options, f"{name}:{case.line}")),
+            (BENCHMARK, Layer() if bench is None else bench.layer),
+            (ADAPTER_LAYER, Layer() if owner is None else prompt.adapters[owner]),
+            (COMMAND_LINE, prompt.command_line),
+        ]
+        return resolve(layers, fewshot_override=prompt.fewshot)
+
+    def prompt_spec(self, nodeid: str, column: str) -> PromptSpec:
+        """The prompt settings of one row for one column."""
+        ref = self.rows[nodeid]
+        return self._resolve(ref.benchmark["name"], ref.case, self._prompt_owner(column))
+
+    def examples(self, name: str, case: Case, spec: PromptSpec) -> list[Example]:
+        """The row's few-shot examples: spec.fewshot of the benchmark's pool (its few-shot file, else the
+        file's other rows), drawn by the row's id (prompts.pick_examples)."""
+        from pytest_llmeval.prompts import Example, pick_examples
+
+        if spec.fewshot == 0:
+            return []
+        bench = self.benchmark_prompts.get(name)
+        pool = None if bench is None else bench.pool
+        if pool is None:
+            pool = tuple(
+                Example(c.id, c.instruction, c.input, c.expected_output, c.line)
+                for c in self.benchmarks[name].cases
+            )
+        return pick_examples(case.id, pool, spec.fewshot)
+
+    def _same_prompt(self, column: str, other: str) -> bool:
+        """Whether two columns are given the same prompt settings on every row (their owners' layers)."""
+        declared = self.options.prompt.adapters
+        a, b = self._prompt_owner(column), self._prompt_owner(other)
+        return (None if a is None else declared[a]) == (None if b is None else declared[b])
+
+    def prompts_meta(self) -> dict[str, Any]:
+        """results.json's inference_config.prompt: the mode, the command line's settings, each adapter's
+        declared prompt, and per benchmark its sidecar, few-shot pool and each column's settings (a row's
+        own system prompt or template is in its record)."""
+        out = self.options.prompt.to_json()
+        out["adapters"] = {
+            side: {
+                "system": layer.system,
+                "template": None if layer.template is None else layer.template.to_json(),
+            }
+            for side, layer in self.options.prompt.adapters.items()
+        }
+        benchmarks: dict[str, Any] = {}
+        for name, bench in sorted(self.benchmark_prompts.items()):
+            columns: dict[str, Any] = {}
+            for column in self.columns():
+                from pytest_llmeval.prompts import ADAPTER as ADAPTER_LAYER
+                from pytest_llmeval.prompts import BENCHMARK, COMMAND_LINE, Layer, resolve
+
+                owner = self._prompt_owner(column)
+                layers = [
+                    (BENCHMARK, bench.layer),
+                    (ADAPTER_LAYER, Layer() if owner is None else self.options.prompt.adapters[owner]),
+                    (COMMAND_LINE, self.options.prompt.command_line),
+                ]
+                columns[column] = resolve(layers, fewshot_override=self.options.prompt.fewshot).to_json()
+            benchmarks[name] = {**bench.to_json(), "columns": columns}
+        out["benchmarks"] = benchmarks
+        return out
 
     def domains_of(self, benchmark: str, rootdir: Path) -> dict[str, Domain]:
         """In or out of each gated column's domain, for a benchmark file (its path from the rootdir)."""

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from pytest_llmeval.prompts import Example, Template
+
 # Used when the tokenizer has no chat template (base, non-instruct models). Alpaca-style, since that is
 # what most instruction-tuned adapters of plain models were trained on.
 PLAIN_TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
@@ -67,13 +69,58 @@ def raw_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> str:
     return bos + text if isinstance(bos, str) and adds_bos(tokenizer) else text
 
 
-def build_prompt(tokenizer: PreTrainedTokenizerBase, instruction: str, input: str = "") -> str:
-    """The prompt: the chat template (with the generation prompt) when there is one, else PLAIN_TEMPLATE."""
+def build_prompt(
+    tokenizer: PreTrainedTokenizerBase,
+    instruction: str,
+    input: str = "",
+    *,
+    system: str | None = None,
+    examples: Sequence[Example] = (),
+    template: Template | None = None,
+) -> str:
+    """The prompt of a row (prompts.py decides the system prompt, the examples and the template).
+
+    A template of the run's renders the whole prompt (after the BOS token, as raw_prompt). Else the chat
+    template, when the tokenizer has one, over [system] + (user, assistant) per example + the row's user
+    turn, with the generation prompt; else PLAIN_TEMPLATE per turn (each example followed by its output),
+    after the system prompt, joined by blank lines.
+    """
+    if template is not None:
+        from pytest_llmeval.prompts import render_template
+
+        text = render_template(
+            template,
+            system=system,
+            instruction=instruction,
+            input=input,
+            examples=examples,
+            eos_token=getattr(tokenizer, "eos_token", None),
+        )
+        return raw_prompt(tokenizer, text)
     if getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "user", "content": user_message(instruction, input)}]
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        assert isinstance(text, str)
-        return text
+        messages = chat_messages(instruction, input, system=system, examples=examples)
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert isinstance(rendered, str)
+        return rendered
+    parts = [] if system is None else [system]
+    parts += [_plain_turn(e.instruction, e.input) + e.output for e in examples]
+    return "\n\n".join([*parts, _plain_turn(instruction, input)])
+
+
+def chat_messages(
+    instruction: str, input: str = "", *, system: str | None = None, examples: Sequence[Example] = ()
+) -> list[dict[str, str]]:
+    """A row as chat messages: [system] + (user, assistant) per few-shot example + the row's user turn.
+    What the chat template renders in-process, and what a served model is sent."""
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    for e in examples:
+        messages.append({"role": "user", "content": user_message(e.instruction, e.input)})
+        messages.append({"role": "assistant", "content": e.output})
+    messages.append({"role": "user", "content": user_message(instruction, input)})
+    return messages
+
+
+def _plain_turn(instruction: str, input: str) -> str:
     if input.strip():
         return PLAIN_TEMPLATE.format(instruction=instruction, input=input)
     return PLAIN_TEMPLATE_NO_INPUT.format(instruction=instruction)

@@ -78,9 +78,13 @@ class BenchmarkFile(pytest.File):
                     custom.load_for_config(case.evaluation_config, self.path.parent)
                 except ValueError as exc:
                     problems.append(f"{self.benchmark}:{case.line}: {exc}")
+        run = self.config.stash[EVALUATOR_KEY]
+        # The prompt's sidecar, few-shot file and templates: one that does not render fails this file.
+        problems += [
+            f"{self.benchmark}:{line}: {why}" for line, why in run.read_prompts(self.benchmark, benchmark)
+        ]
         if problems:
             raise self.CollectError("\n".join(problems))
-        run = self.config.stash[EVALUATOR_KEY]
         run.benchmarks[self.benchmark] = benchmark
         domains = run.domains_of(self.benchmark, self.config.rootpath)
         # What collection knows of this file travels with every row and gate record.

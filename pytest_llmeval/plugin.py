@@ -54,6 +54,7 @@ from pytest_llmeval.scorers import SCORERS
 if TYPE_CHECKING:
     from pytest_llmeval.costs import Price
     from pytest_llmeval.endpoint import EndpointSettings
+    from pytest_llmeval.prompts import PromptOptions
 
 DEVICES_HELP = "auto|cpu|cuda|cuda:N"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -495,6 +496,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the middle of its input, keep the instruction; the row's record says so)",
     )
     group.addoption(
+        "--llmeval-system-prompt",
+        default=None,
+        metavar="TEXT",
+        help="a system prompt for every row whose row, benchmark (NAME.llmeval.toml) or adapter "
+        "(metadata.json prompt) sets none",
+    )
+    group.addoption(
+        "--llmeval-prompt-template",
+        type=_path,
+        default=None,
+        metavar="FILE",
+        help="a Jinja template of the whole prompt (variables: system, instruction, input, examples, "
+        "eos_token), for every row whose row, benchmark or adapter sets none",
+    )
+    group.addoption(
+        "--llmeval-fewshot",
+        type=_non_negative_int,
+        default=None,
+        metavar="K",
+        help="K solved examples before each row, drawn by the row's id from NAME.fewshot.jsonl beside the "
+        "benchmark, else from its other rows (default: the benchmark's `fewshot`, else 0)",
+    )
+    group.addoption(
+        "--llmeval-prompt-per-model",
+        action="store_true",
+        default=False,
+        help="prompt each model as it declares (an adapter's metadata.json prompt) instead of giving every "
+        "model of a comparison the same rendered prompt",
+    )
+    group.addoption(
         "--llmeval-token-budget",
         type=_positive_int,
         default=32768,
@@ -694,6 +725,7 @@ def pytest_configure(config: pytest.Config) -> None:
         prices=_prices(
             config, [str(opt.base_model), *(m.source for m in roster.members)] if endpoint is not None else []
         ),
+        prompt=_prompt_options(config, roster),
     )
     baselines = _baselines(config)
     store = RowStore()
@@ -798,6 +830,43 @@ def _roster(config: pytest.Config, adapters: Sequence[Path], served: Sequence[st
         )
     except (RosterError, ModelError) as exc:
         raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def _prompt_options(config: pytest.Config, roster: Roster) -> PromptOptions:
+    """The run's prompt settings: the command line's, and each adapter folder's metadata.json `prompt`
+    (a usage error naming the option or the file when one is unusable)."""
+    from pytest_llmeval.prompts import (
+        Layer,
+        PromptError,
+        PromptOptions,
+        adapter_layer,
+        compile_template,
+        template_from_file,
+    )
+
+    opt = config.option
+    try:
+        template = None
+        if opt.llmeval_prompt_template is not None:
+            path = opt.llmeval_prompt_template
+            if not path.is_file():
+                raise PromptError(f"{path} is not a file")
+            template = template_from_file(path)
+            compile_template(template)
+        adapters = {
+            m.side: adapter_layer(adapter_metadata(m.path), m.path)
+            for m in roster.adapters
+            if m.path is not None and m.path.is_dir()
+        }
+    except PromptError as exc:
+        where = "--llmeval-prompt-template" if "metadata.json" not in str(exc) else "--adapter"
+        raise pytest.UsageError(f"llmeval: {where}: {exc}") from None
+    return PromptOptions(
+        command_line=Layer(system=opt.llmeval_system_prompt, template=template),
+        fewshot=opt.llmeval_fewshot,
+        per_model=opt.llmeval_prompt_per_model,
+        adapters=adapters,
+    )
 
 
 def _check_before_the_run(config: pytest.Config) -> None:

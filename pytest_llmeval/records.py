@@ -52,6 +52,9 @@ class SideRecord(TypedDict, total=False):
     fluency: FluencyRecord  # --llmeval-fluency: perplexity of this side's output
     # --llmeval-context-overflow truncate-*: the prompt was cut to fit the model's context (how, in tokens)
     prompt_truncated: dict[str, Any]
+    # The prompt this column was given, where it differs from the row's `prompt` (its own tokenizer, its
+    # own declared prompt under --llmeval-prompt-per-model).
+    prompt: str
     # The output opened with a reasoning block (--llmeval-reasoning-tags): `output` is the raw text, this
     # the answer after the block, which was scored; unterminated: the block never closed (no answer).
     scored_output: str
@@ -77,6 +80,11 @@ class RowRecord(TypedDict):
     passed: bool
     error: str | None
     skipped: str | None
+    # The prompt the model was given (the base's; a column given another has its own in its side), and the
+    # row's own prompt settings when it has them (benchmark.Case.system, evaluation_config.prompt_template).
+    prompt: NotRequired[str]
+    system: NotRequired[str]
+    prompt_template: NotRequired[str]
     # What the row cost each column (costs.side_cost): summed into results.json's `cost`, not shown per row
     # (its clocks differ between any two runs, and rows are the same with or without -n).
     cost: NotRequired[dict[str, dict[str, Any]]]
@@ -107,9 +115,10 @@ def row_record(
     passed: bool = False,
     error: str | None = None,
     skipped: str | None = None,
+    prompt: str | None = None,
 ) -> RowRecord:
     """The one constructor of a row record: scored, skipped or errored (`case` is a benchmark.Case)."""
-    return {
+    made: RowRecord = {
         "nodeid": nodeid,
         "benchmark": benchmark,
         "id": case.id,
@@ -127,6 +136,14 @@ def row_record(
         "error": error,
         "skipped": skipped,
     }
+    if prompt is not None:
+        made["prompt"] = prompt
+    if getattr(case, "system", None) is not None:
+        made["system"] = case.system
+    template = getattr(case, "run_options", {}).get("prompt_template")
+    if template is not None:
+        made["prompt_template"] = template
+    return made
 
 
 def gate_record(
