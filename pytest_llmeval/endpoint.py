@@ -127,6 +127,9 @@ class Request:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None  # sent only when probe() found the server accepts seeds
+    # chat=True: the whole conversation (a system prompt, few-shot turns, then the user message `prompt`);
+    # None: the user message alone.
+    messages: tuple[dict[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -605,7 +608,7 @@ class Endpoint:
         if request.chat:
             return await client.chat.completions.create(
                 model=request.model,
-                messages=[{"role": "user", "content": request.prompt}],
+                messages=list(request.messages or ({"role": "user", "content": request.prompt},)),  # type: ignore[arg-type]
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
                 top_p=request.top_p,

@@ -1179,7 +1179,7 @@ class Evaluator:
         are served from it; a request that still fails after its retries is that row's error."""
         from pytest_llmeval.cache import key_material
         from pytest_llmeval.endpoint import EndpointError, Request
-        from pytest_llmeval.generation import user_message
+        from pytest_llmeval.prompts import PromptError
 
         try:
             served = self.served_models()
@@ -1202,10 +1202,12 @@ class Evaluator:
             identity = self._served_identity(model_id)
             for n in nodeids:
                 case = self.rows[n].case
-                completion = completion_mode(case)
-                # A completion-style row's input goes to /v1/completions as it is; the others are the user
-                # message of a chat request (the server applies its template).
-                prompt = case.input if completion else user_message(case.instruction, case.input)
+                try:
+                    completion, prompt, messages = self._served_prompt(n, column)
+                except PromptError as exc:
+                    self.row_errors.setdefault(n, f"{self._where(n)}: {exc}")
+                    continue
+                self.prompts.setdefault(n, {})[column] = prompt if messages is None else json.dumps(messages)
                 limit = int(case.evaluation_config.get("max_new_tokens", self.options.max_new_tokens))
                 samples, temperature = sampling_of(case)
                 keys[n] = _job_keys(n, samples)
@@ -1214,6 +1216,8 @@ class Evaluator:
                     material = key_material(identity, "base", prompt, limit, sampled=sampled)
                     if completion:
                         material["chat"] = False  # a raw prompt never shares a key with a chat message
+                    if messages is not None:
+                        material["messages"] = messages  # a system prompt, few-shot turns
                     found = None if cache is None else cache.get(material)
                     if found is not None:
                         texts.setdefault(key, {})[column] = found
@@ -1228,6 +1232,7 @@ class Evaluator:
                             prompt=prompt,
                             max_tokens=limit,
                             chat=not completion,
+                            messages=None if messages is None else tuple(messages),
                             temperature=0.0 if sampled is None else sampled[0],
                             seed=seed,
                         )
@@ -1261,7 +1266,7 @@ class Evaluator:
             if cache is not None:
                 cache.put(material, answer.text)
         if cache is not None:
-            wanted = sum(len(keys[n]) for n in nodeids) * len(self.columns())
+            wanted = sum(len(keys.get(n, [])) for n in nodeids) * len(self.columns())
             cache.stats.hits["base"] += wanted - len(asked)
             cache.stats.misses["base"] += len(asked)
             self.notices.extend(cache.take_problems())
@@ -1272,6 +1277,34 @@ class Evaluator:
             if n not in self.row_errors and all(len(texts.get(k, {})) == columns for k in keys[n])
         ]
         self._keep_outputs(ok, keys, texts)
+
+    def _served_prompt(self, nodeid: str, column: str) -> tuple[bool, str, list[dict[str, str]] | None]:
+        """(raw, the prompt, the chat messages) a served column is sent for a row. A completion-style
+        row's input and a row under a template of the run's (rendered whole) go raw to /v1/completions;
+        the others are a chat request, the server applying its template: the user message alone, or with
+        a system prompt and few-shot turns, the whole conversation (generation.chat_messages)."""
+        from pytest_llmeval.generation import chat_messages, user_message
+        from pytest_llmeval.prompts import render_template
+
+        case = self.rows[nodeid].case
+        if completion_mode(case):
+            return True, case.input, None
+        spec = self.prompt_spec(nodeid, column)
+        examples = self.examples(self.rows[nodeid].benchmark["name"], case, spec)
+        if spec.template is not None:
+            text = render_template(
+                spec.template,
+                system=spec.system,
+                instruction=case.instruction,
+                input=case.input,
+                examples=examples,
+                eos_token=None,
+            )
+            return True, text, None
+        if spec.system is None and not examples:
+            return False, user_message(case.instruction, case.input), None
+        messages = chat_messages(case.instruction, case.input, system=spec.system, examples=examples)
+        return False, str(messages[-1]["content"]), messages
 
     def cache_info(self) -> dict[str, Any]:
         """results.json's inference_config.cache: where it is, and rows served or generated per side."""
@@ -1910,7 +1943,11 @@ class Evaluator:
         if name == "edge_cases":
             return gates.edge_cases(bench.cases, minimum=opts.min_edge), None
         if name == "held_out":
-            return gates.held_out(bench.cases, self.training_rows()), None
+            # A few-shot file's examples are put into prompts too: they must be held out as well (the
+            # benchmark's own rows, when they are the pool, are checked as rows).
+            prompt = self.benchmark_prompts.get(benchmark)
+            pool = () if prompt is None or prompt.pool is None else prompt.pool
+            return gates.held_out(bench.cases, self.training_rows(), examples=pool), None
         # The comparison gates need the scored rows.
         wanted = self.rows_of(benchmark)
         records, missing = self.store.records_for(wanted)
@@ -2194,7 +2231,10 @@ class Evaluator:
             "requests": dict(self.endpoint().stats),
             "models": {c: self._served_meta(c) for c in self.columns()},
         }
-        inference["prompt_template"] = "the server's (each row's prompt is sent as the user message)"
+        inference["prompt_template"] = (
+            "the server's: each row is sent as chat messages (its system prompt and few-shot turns, if any, "
+            "then the user message); under a prompt template, its rendered text goes to /v1/completions"
+        )
         return meta
 
     def training_rows(self) -> list[gates.TrainingRow]:
@@ -2271,6 +2311,7 @@ class Evaluator:
                 "dtype": spec.dtype,
                 "cache": self.cache_info(),
                 "backend": self.backend,
+                "prompt": self.prompts_meta(),
             },
         }
         if self.options.predictions is not None:

@@ -17,12 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_llmeval.benchmark import Case, JsonlDecodeError, jsonl_objects, jsonl_text
 from pytest_llmeval.formatting import level, name_of_test, p_value
 
 if TYPE_CHECKING:
+    # A type name only: gates must not import prompts at run time (prompts imports nothing from gates).
+    from pytest_llmeval.prompts import Example
+
     # Only attributes are read at run time: importing stats here would pull in scipy for a type name.
     from pytest_llmeval.stats import PairedComparison
 
@@ -365,11 +368,17 @@ def held_out(
     cases: Sequence[Case],
     training: Sequence[TrainingRow],
     *,
+    examples: Sequence[Example] = (),
     ngram: int = 3,
     max_overlap: float = 0.8,
     max_number_share: float = 1 / 3,
 ) -> Verdict:
-    """Are the benchmark rows absent from the training data? Exact duplicates fail, near duplicates warn.
+    """Are the benchmark rows, and the few-shot examples their prompts show, absent from the training data?
+    Exact duplicates fail, near duplicates warn.
+
+    `examples`: the pool of a separate few-shot file (pass () when the examples are the benchmark's own rows:
+    those are checked as rows). An example found in the training data leaks it into every prompt that shows
+    it, so examples get the same rules as rows, reported apart (details `fewshot_exact`, `fewshot_near`).
 
     Near duplicates: the same text once every digit run is masked (only where numbers are at most
     `max_number_share` of the words: in a date or a sum the numbers *are* the row), or at least `max_overlap`
@@ -387,15 +396,69 @@ def held_out(
         "max_overlap": max_overlap,
         "max_number_share": max_number_share,
     }
+    if examples:
+        settings["fewshot_examples"] = len(examples)
     if not training:
-        return Verdict(
-            gate, "skip", "no training data given: cannot check that the benchmark is held out", settings
-        )
+        what = "the benchmark and its few-shot examples are" if examples else "the benchmark is"
+        return Verdict(gate, "skip", f"no training data given: cannot check that {what} held out", settings)
 
-    # The benchmark side is indexed and the training rows are streamed past it once: memory grows with the
+    # Rows and examples are indexed together (both are instruction + input) and split afterwards: one pass
+    # over the training data, one set of rules.
+    found = _duplicates([*cases, *examples], training, ngram, max_overlap, max_number_share)
+    exact, near = _split(found[: len(cases)])
+    details: dict[str, Any] = {**settings, "training_rows": len(training), "exact": exact, "near": near}
+    # (what was checked, its exact and near matches, whether a match is named with its line)
+    groups = [(f"{len(cases)} benchmark rows", exact, near, False)]
+    if examples:
+        fewshot_exact, fewshot_near = _split(found[len(cases) :])
+        details.update(fewshot_exact=fewshot_exact, fewshot_near=fewshot_near)
+        groups.append((f"{len(examples)} few-shot examples", fewshot_exact, fewshot_near, True))
+    against = f"against {len(training)} training rows"
+    if not any(found_exact or found_near for _, found_exact, found_near, _ in groups):
+        checked = " and ".join(what for what, *_ in groups)
+        return Verdict(gate, "pass", f"none of {checked} {against} is a duplicate or near duplicate", details)
+
+    fail = any(found_exact for _, found_exact, _, _ in groups)
+    clauses: list[str] = []
+    for what, found_exact, found_near, at_line in groups:
+        # The training set's size is said once, in the first clause: `N of M rows against T training rows`.
+        checked = what if clauses else f"{what} {against}"
+        if found_exact:
+            listed = _list_matches(found_exact, at_line=at_line)
+            also = f"; {len(found_near)} more are near duplicates" if found_near else ""
+            clauses.append(f"{len(found_exact)} of {checked} appear in the training data: {listed}{also}")
+        elif found_near:
+            # Beside an exact copy, near duplicates are counted (the details list them), as within a group.
+            listed = "" if fail else f": {_list_matches(found_near, at_line=at_line)}"
+            clauses.append(f"{len(found_near)} of {checked} are near duplicates{listed}")
+    return Verdict(gate, "fail" if fail else "warn", "; ".join(clauses), details)
+
+
+class _Checked(Protocol):
+    """What held_out reads of a benchmark row (Case) or a few-shot example (prompts.Example)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def instruction(self) -> str: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+
+
+def _duplicates(
+    checked: Sequence[_Checked],
+    training: Sequence[TrainingRow],
+    ngram: int,
+    max_overlap: float,
+    max_number_share: float,
+) -> list[dict[str, Any] | None]:
+    """Per checked item, its match in the training data (rules ["exact"] for an exact copy), or None."""
+    # The checked side is indexed and the training rows are streamed past it once: memory grows with the
     # benchmark (tens to thousands of rows), not with a training set of 100k rows.
-    keys = [_key(case.instruction, case.input) for case in cases]
-    words = [_tokens(_distinct_text(case.instruction, case.input)) for case in cases]
+    keys = [_key(item.instruction, item.input) for item in checked]
+    words = [_tokens(_distinct_text(item.instruction, item.input)) for item in checked]
     by_key: dict[str, list[int]] = {}
     by_masked_key: dict[str, list[int]] = {}
     for i, (key, row_words) in enumerate(zip(keys, words, strict=True)):
@@ -405,8 +468,8 @@ def held_out(
             by_masked_key.setdefault(_mask(key), []).append(i)
     grams = _NgramIndex(words, ngram)
 
-    exact_lines: list[list[int]] = [[] for _ in cases]
-    near_rules: list[dict[int, list[str]]] = [{} for _ in cases]
+    exact_lines: list[list[int]] = [[] for _ in checked]
+    near_rules: list[dict[int, list[str]]] = [{} for _ in checked]
     for row in training:
         key = _key(row.instruction, row.input)
         for i in by_key.get(key, ()):
@@ -416,33 +479,28 @@ def held_out(
         for i in grams.matching(_tokens(_distinct_text(row.instruction, row.input)), max_overlap):
             near_rules[i].setdefault(row.line, []).append(f"{ngram}-gram overlap")
 
-    exact: list[dict[str, Any]] = []
-    near: list[dict[str, Any]] = []
-    for case, lines, rules in zip(cases, exact_lines, near_rules, strict=True):
+    found: list[dict[str, Any] | None] = []
+    for item, lines, rules in zip(checked, exact_lines, near_rules, strict=True):
         if lines:
             # An exact copy also matches every near rule: report it once, as what it is.
-            exact.append(_match(case, lines, ["exact"]))
+            found.append(_match(item, lines, ["exact"]))
         elif rules:
-            kinds = sorted({rule for found in rules.values() for rule in found})
-            near.append(_match(case, sorted(rules), kinds))
+            kinds = sorted({rule for matched in rules.values() for rule in matched})
+            found.append(_match(item, sorted(rules), kinds))
+        else:
+            found.append(None)
+    return found
 
-    details = {**settings, "training_rows": len(training), "exact": exact, "near": near}
-    checked = f"{len(cases)} benchmark rows against {len(training)} training rows"
-    if exact:
-        listed = _list_matches(exact)
-        also = f"; {len(near)} more are near duplicates" if near else ""
-        return Verdict(
-            gate, "fail", f"{len(exact)} of {checked} appear in the training data: {listed}{also}", details
-        )
-    if near:
-        return Verdict(
-            gate, "warn", f"{len(near)} of {checked} are near duplicates: {_list_matches(near)}", details
-        )
-    return Verdict(gate, "pass", f"none of {checked} is a duplicate or near duplicate", details)
+
+def _split(found: Sequence[dict[str, Any] | None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The matches of _duplicates as (exact, near), each in the checked order."""
+    matches = [match for match in found if match is not None]
+    exact = [match for match in matches if match["rules"] == ["exact"]]
+    return exact, [match for match in matches if match["rules"] != ["exact"]]
 
 
 class _NgramIndex:
-    """The benchmark rows' word n-grams, indexed so one training row is checked against all rows at once."""
+    """The checked rows' word n-grams, indexed so one training row is checked against all rows at once."""
 
     def __init__(self, rows: Sequence[Sequence[str]], n: int) -> None:
         # A row shorter than n words is one shorter gram, so a short input is still compared (as a phrase).
@@ -509,25 +567,27 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"\w+", _normalise(text))
 
 
-def _match(case: Case, lines: Sequence[int], rules: list[str]) -> dict[str, Any]:
+def _match(item: _Checked, lines: Sequence[int], rules: list[str]) -> dict[str, Any]:
     return {
-        "id": case.id,
-        "line": case.line,
+        "id": item.id,
+        "line": item.line,
         "rules": rules,
         "matches": len(lines),
         "training_lines": list(lines[:_DETAIL_LINES]),
     }
 
 
-def _list_matches(matches: Sequence[Mapping[str, Any]]) -> str:
-    """`id (training lines 3, 7; rule)` for the first few matches, then a count of the rest."""
+def _list_matches(matches: Sequence[Mapping[str, Any]], *, at_line: bool = False) -> str:
+    """`id (training lines 3, 7; rule)` for the first few matches, then a count of the rest; `at_line`:
+    `id at line 4 (...)`, for few-shot examples, whose ids may repeat the benchmark's."""
     parts = []
     for match in matches[:_MESSAGE_ROWS]:
         lines: list[int] = match["training_lines"][:3]
         more = f" +{match['matches'] - len(lines)}" if match["matches"] > len(lines) else ""
         word = "line" if match["matches"] == 1 else "lines"
         rules = "" if match["rules"] == ["exact"] else f"; {', '.join(match['rules'])}"
-        parts.append(f"{match['id']} (training {word} {', '.join(map(str, lines))}{more}{rules})")
+        where = f" at line {match['line']}" if at_line else ""
+        parts.append(f"{match['id']}{where} (training {word} {', '.join(map(str, lines))}{more}{rules})")
     if len(matches) > _MESSAGE_ROWS:
         parts.append(f"and {len(matches) - _MESSAGE_ROWS} more")
     return ", ".join(parts)

@@ -393,7 +393,8 @@ def find_training_file(adapter: Path | None) -> Path | None:
 
 
 def adapter_metadata(adapter: Path) -> dict[str, Any]:
-    """Name, version and in-domain benchmark globs of an adapter: its metadata.json, else the folder name."""
+    """Name, version, in-domain benchmark globs and declared prompt of an adapter: its metadata.json, else
+    the folder name."""
     meta: dict[str, Any] = {"name": adapter.resolve().name, "version": None}
     path = adapter / "metadata.json"
     if path.is_file():
@@ -405,6 +406,8 @@ def adapter_metadata(adapter: Path) -> dict[str, Any]:
                 domain = data.get("domain_benchmarks")
                 if isinstance(domain, list) and all(isinstance(g, str) for g in domain):
                     meta["domain_benchmarks"] = domain
+                if "prompt" in data:  # how it was trained to be prompted (prompts.adapter_layer checks it)
+                    meta["prompt"] = data["prompt"]
     return meta
 
 

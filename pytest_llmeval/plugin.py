@@ -1113,6 +1113,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
     for other in (options.gate_options.train_data, options.predictions, *training):
         if other is not None and other.resolve() == file_path.resolve():
             return None
+    from pytest_llmeval.prompts import is_fewshot_file
+
+    if is_fewshot_file(file_path):  # a benchmark's few-shot examples: read with it, not rows of their own
+        return None
     return BenchmarkFile.from_parent(parent, path=file_path)
 
 

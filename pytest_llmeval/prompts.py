@@ -204,6 +204,10 @@ def render_template(
         )
     except TemplateError as exc:
         raise PromptError(f"prompt template {template.origin} does not render: {exc}") from None
+    except Exception as exc:  # the template's own arithmetic or calls: `{{ 1 / 0 }}`, `{{ input + 1 }}`
+        raise PromptError(
+            f"prompt template {template.origin} does not render: {type(exc).__name__}: {exc}"
+        ) from None
     return str(text)
 
 
@@ -264,7 +268,7 @@ def load_benchmark_prompt(benchmark: Path) -> BenchmarkPrompt:
         unknown = [k for k in document if k != "prompt"]
         if unknown:
             raise PromptError(f"{sidecar.name}: unknown table or key {unknown[0]!r} (known: [prompt])")
-        table = document.get("prompt") or {}
+        table = document.get("prompt", {})
         if not isinstance(table, dict):
             raise PromptError(f"{sidecar.name}: `prompt` must be a table ([prompt])")
     layer = layer_from_table(table, f"{sidecar.name}", sidecar.parent)
@@ -388,3 +392,21 @@ def adapter_layer(metadata: Mapping[str, Any], folder: Path) -> Layer:
     if not isinstance(table, dict):
         raise PromptError(f"{origin}: `prompt` must be an object with system and/or template")
     return layer_from_table({k: v for k, v in table.items() if k != "fewshot"}, origin, folder)
+
+
+def is_fewshot_file(path: Path) -> bool:
+    """Whether a JSONL file holds few-shot examples rather than benchmark rows: `NAME.fewshot.jsonl`, or
+    the fewshot_file a sidecar in its folder names (a sidecar that cannot be read says nothing here; its
+    benchmark's collection reports it)."""
+    if path.name.endswith(FEWSHOT_SUFFIX):
+        return True
+    target = path.resolve()
+    for sidecar in path.parent.glob(f"*{SIDECAR_SUFFIX}"):
+        try:
+            table = tomllib.loads(sidecar.read_text(encoding="utf-8")).get("prompt", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        named = table.get("fewshot_file") if isinstance(table, dict) else None
+        if isinstance(named, str) and (sidecar.parent / named).resolve() == target:
+            return True
+    return False

@@ -30,6 +30,7 @@ from pytest_llmeval.gates import (
     no_regression,
     size,
 )
+from pytest_llmeval.prompts import Example
 from pytest_llmeval.scorers import SCORERS
 from pytest_llmeval.stats import PairedComparison, compare_paired
 
@@ -79,6 +80,10 @@ def _case(
         line=line,
         tags=tuple(tags),
     )
+
+
+def _example(example_id: str, instruction: str = INSTRUCTION, inp: str = "", *, line: int = 1) -> Example:
+    return Example(id=example_id, instruction=instruction, input=inp, output="x", line=line)
 
 
 def _train(*rows: tuple[str, str]) -> list[TrainingRow]:
@@ -1013,6 +1018,143 @@ def test_held_out_rows_differing_in_one_short_word_are_not_duplicates(benchmark:
     # Stripping punctuation must not eat the letters or digits at the ends of a line.
     verdict = held_out([_case("r1", "Name it.", benchmark)], _train(("Name it.", training)))
     assert verdict.status == "pass"
+
+
+def test_held_out_fewshot_example_copied_from_training_fails_and_is_named_with_its_line() -> None:
+    cases = [_case("d1", inp="August 24, 2003")]
+    examples = [_example("ex-1", inp="June 2, 2017", line=3), _example("ex-2", inp="May 1st, 1999", line=4)]
+    training = _train(("Translate to French.", "Good morning"), (f"  {INSTRUCTION.upper()}", "june 2, 2017!"))
+    verdict = held_out(cases, training, examples=examples)
+    assert verdict.status == "fail"
+    assert verdict.message == (
+        "1 of 2 few-shot examples against 2 training rows appear in the training data: "
+        "ex-1 at line 3 (training line 2)"
+    )
+    assert verdict.details == {
+        **_SETTINGS,
+        "fewshot_examples": 2,
+        "training_rows": 2,
+        "exact": [],
+        "near": [],
+        "fewshot_exact": [{"id": "ex-1", "line": 3, "rules": ["exact"], "matches": 1, "training_lines": [2]}],
+        "fewshot_near": [],
+    }
+
+
+def test_held_out_fewshot_near_duplicate_warns() -> None:
+    changed = LONG_INPUT.replace("postpone", "delay")
+    examples = [_example("ex-1", "Summarise this.", LONG_INPUT, line=2)]
+    verdict = held_out([_case("d1", inp="August 24, 2003")], _train(("Summary?", changed)), examples=examples)
+    assert verdict.status == "warn"
+    assert verdict.message == (
+        "1 of 1 few-shot examples against 1 training rows are near duplicates: "
+        "ex-1 at line 2 (training line 1; 3-gram overlap)"
+    )
+    assert (verdict.details["exact"], verdict.details["near"], verdict.details["fewshot_exact"]) == (
+        [],
+        [],
+        [],
+    )
+    assert verdict.details["fewshot_near"] == [
+        {"id": "ex-1", "line": 2, "rules": ["3-gram overlap"], "matches": 1, "training_lines": [1]}
+    ]
+
+
+def test_held_out_fewshot_examples_absent_from_training_pass_and_are_counted() -> None:
+    cases = [_case("u1", "Summarise this.", LONG_INPUT), _case("u2", inp="Jan 5th, 2024")]
+    examples = [_example(f"ex-{i}", inp=f"March {i}th, 1990", line=i) for i in (4, 5, 6)]
+    training = _train(
+        ("Summarise this.", "A recipe for bread: flour, water, salt and yeast, left to rise overnight."),
+        (INSTRUCTION, "the 20th of February 2020"),
+        ("Translate to German.", "the committee reviewed"),
+    )
+    verdict = held_out(cases, training, examples=examples)
+    assert (verdict.status, verdict.message) == (
+        "pass",
+        "none of 2 benchmark rows and 3 few-shot examples against 3 training rows "
+        "is a duplicate or near duplicate",
+    )
+    assert verdict.details == {
+        **_SETTINGS,
+        "fewshot_examples": 3,
+        "training_rows": 3,
+        "exact": [],
+        "near": [],
+        "fewshot_exact": [],
+        "fewshot_near": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "training",
+    [
+        _train((INSTRUCTION, "August 24, 2003"), ("Summary?", LONG_INPUT + " today")),  # fail
+        _train(("Summary?", LONG_INPUT + " today")),  # warn
+        _train(("Say hi.", "")),  # pass
+    ],
+)
+def test_held_out_without_examples_is_unchanged(training: list[TrainingRow]) -> None:
+    cases = [_case("d1", inp="August 24, 2003"), _case("n1", "Summarise this.", LONG_INPUT)]
+    verdict = held_out(cases, training)
+    assert held_out(cases, training, examples=()) == verdict
+    assert not [key for key in verdict.details if key.startswith("fewshot")]
+    assert "few-shot" not in verdict.message
+
+
+def test_held_out_rows_and_examples_are_reported_apart() -> None:
+    # The same id on both sides: a row and an example are told apart by where they were checked, not by id.
+    cases = [_case("d1", inp="August 24, 2003"), _case("n1", "Summarise this.", LONG_INPUT)]
+    examples = [_example("d1", inp="June 2, 2017", line=7), _example("ex-2", "Summarise this.", LONG_INPUT)]
+    training = _train((INSTRUCTION, "August 24, 2003"), (INSTRUCTION, "June 2, 2017"), ("Sum?", LONG_INPUT))
+    verdict = held_out(cases, training, examples=examples)
+    assert verdict.message == (
+        "1 of 2 benchmark rows against 3 training rows appear in the training data: d1 (training line 1); "
+        "1 more are near duplicates; "
+        "1 of 2 few-shot examples appear in the training data: d1 at line 7 (training line 2); "
+        "1 more are near duplicates"
+    )
+    assert [(m["id"], m["line"]) for m in verdict.details["exact"]] == [("d1", 1)]
+    assert [(m["id"], m["line"]) for m in verdict.details["fewshot_exact"]] == [("d1", 7)]
+    assert [m["id"] for m in verdict.details["near"]] == ["n1"]
+    assert [m["id"] for m in verdict.details["fewshot_near"]] == ["ex-2"]
+
+
+def test_held_out_near_duplicate_rows_beside_a_copied_example_are_counted() -> None:
+    cases = [_case("n1", "Summarise this.", LONG_INPUT)]
+    examples = [_example("ex-1", inp="June 2, 2017", line=3)]
+    training = _train(("Summary?", LONG_INPUT + " today"), (INSTRUCTION, "June 2, 2017"))
+    verdict = held_out(cases, training, examples=examples)
+    assert verdict.status == "fail"
+    assert verdict.message == (
+        "1 of 1 benchmark rows against 2 training rows are near duplicates; "
+        "1 of 1 few-shot examples appear in the training data: ex-1 at line 3 (training line 2)"
+    )
+
+
+def test_held_out_skip_with_examples_names_them_and_counts_them() -> None:
+    verdict = held_out([_case()], [], examples=[_example("ex-1")])
+    assert (verdict.status, verdict.message) == (
+        "skip",
+        "no training data given: cannot check that the benchmark and its few-shot examples are held out",
+    )
+    assert verdict.details == {**_SETTINGS, "fewshot_examples": 1}
+
+
+@given(
+    st.lists(st.tuples(_TEXTS, _TEXTS), min_size=1, max_size=6),
+    st.lists(st.tuples(_TEXTS, _TEXTS), max_size=6),
+    st.data(),
+)
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_held_out_fails_when_training_holds_a_fewshot_example(
+    pool: list[tuple[str, str]], other: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    examples = [_example(f"ex{i}", instruction, inp, line=i + 1) for i, (instruction, inp) in enumerate(pool)]
+    copied = data.draw(st.sampled_from(examples))
+    verdict = held_out([], _train(*other, (copied.instruction, copied.input)), examples=examples)
+    assert verdict.status == "fail"
+    assert copied.id in [match["id"] for match in verdict.details["fewshot_exact"]]
+    assert verdict.details["exact"] == []
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -5,10 +5,13 @@ Task: classify a review as positive or negative and reply with that one word onl
 The recipe is date-iso's (``adapters/date-iso/train.py``), with the task data swapped:
 
 * Prompts are built exactly as the plugin builds them (``build_prompt``), so the adapter is trained on the
-  very token sequence it is evaluated on; the target is the label word followed by the EOS token. The base
-  model mostly gets the label right but wraps it in a sentence ("The sentiment of the review is ..."),
-  echoes the review instead, or misreads negation, sarcasm and mixed reviews; one word then EOS fixes the
-  first two, the generated reviews (``make_data.py``) aim at the rest.
+  very token sequence it is evaluated on: with ``--system TEXT`` every prompt (task rows, replay rows and the
+  base's replay answers) carries that system prompt, none of ours by default (the chat template's own, as the
+  committed adapter was trained), and metadata.json records it as ``prompt`` (``{"system": TEXT or null}``),
+  which the plugin reads to prompt the adapter as it was trained; the target is the label word followed by
+  the EOS token. The base model mostly gets the label right but wraps it in a sentence ("The sentiment of the
+  review is ..."), echoes the review instead, or misreads negation, sarcasm and mixed reviews; one word then
+  EOS fixes the first two, the generated reviews (``make_data.py``) aim at the rest.
 * Replay against forgetting: date-iso's ~400 unrelated prompts (arithmetic, short general-knowledge
   answers, rewrites, labelling tasks such as topic, spam or language) with the base model's own greedy
   answers are mixed into every batch (4 of 16 rows), less its sentiment-labelling prompts, whose base
@@ -104,6 +107,7 @@ class TrainConfig:
     replay_max_new_tokens: int
     replay_loss: str
     replay_weight: float
+    system: str | None  # the system prompt of every training prompt; None: the tokenizer's default
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -143,6 +147,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1.0,
         help="kl only: weight of the replay rows' mean KL against the review rows' mean cross-entropy",
     )
+    parser.add_argument(
+        "--system",
+        metavar="TEXT",
+        default=None,
+        help="system prompt of every training prompt, recorded in metadata.json (default: none)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.replay_per_batch < args.batch_size:
         parser.error("--replay-per-batch must be >= 0 and smaller than --batch-size")
@@ -177,25 +187,26 @@ def replay_answers(
     *,
     max_new_tokens: int,
     regenerate: bool,
+    system: str | None,
 ) -> list[dict[str, Any]]:
     """The base model's greedy answers to the replay prompts; cached answers are reused prompt by prompt."""
     from pytest_llmeval.generation import build_prompt, generate
 
     prompts = read_jsonl(REPLAY_PROMPTS_FILE)
-    cached: dict[tuple[str, str, int], dict[str, Any]] = {}
+    cached: dict[tuple[str | int, ...], dict[str, Any]] = {}
     own: list[dict[str, Any]] = []
     if not regenerate:
         # Keyed by everything the answer depends on (the base model is fixed): make_data.py may have added,
-        # removed or reordered prompts, and an answer cut at another length is another answer. date-iso's
-        # cache first, ours over it; date-iso's file is only ever read.
+        # removed or reordered prompts, and an answer cut at another length, or given under another system
+        # prompt, is another answer. date-iso's cache first, ours over it; date-iso's file is only ever read.
         if SHARED_REPLAY_ANSWERS.is_file():
             for c in read_jsonl(SHARED_REPLAY_ANSWERS):
-                cached[(c["instruction"], c["input"], c["max_new_tokens"])] = c
+                cached[cache_key(c)] = c
         if REPLAY_ANSWERS_FILE.is_file():
             own = read_jsonl(REPLAY_ANSWERS_FILE)
             for c in own:
-                cached[(c["instruction"], c["input"], c["max_new_tokens"])] = c
-    key = [(p["instruction"], p["input"], max_new_tokens) for p in prompts]
+                cached[cache_key(c)] = c
+    key = [replay_key(p["instruction"], p["input"], max_new_tokens, system) for p in prompts]
     missing = [i for i, k in enumerate(key) if k not in cached]
     if not missing:
         rows = [cached[k] for k in key]
@@ -204,7 +215,7 @@ def replay_answers(
             return rows
     start = time.perf_counter()
     todo = [prompts[i] for i in missing]
-    texts = [build_prompt(tokenizer, p["instruction"], p["input"]) for p in todo]
+    texts = [build_prompt(tokenizer, p["instruction"], p["input"], system=system) for p in todo]
     outputs: list[str] = []
     stopped: list[bool] = []
     # Nothing to generate when every answer is cached but our file is missing or holds other prompts
@@ -213,13 +224,16 @@ def replay_answers(
         outputs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens, batch_size=16)
         stopped = stopped_naturally(model, tokenizer, texts, outputs, max_new_tokens=max_new_tokens)
     for p, out, stop in zip(todo, outputs, stopped, strict=True):
-        cached[(p["instruction"], p["input"], max_new_tokens)] = {
+        row: dict[str, Any] = {
             "instruction": p["instruction"],
             "input": p["input"],
             "output": out,
             "stopped": stop,
             "max_new_tokens": max_new_tokens,
         }
+        if system is not None:  # absent for none: the rows the file held before --system existed
+            row["system"] = system
+        cached[cache_key(row)] = row
     # Rewritten in prompt order, without answers to prompts that are gone.
     rows = [cached[k] for k in key]
     tmp = REPLAY_ANSWERS_FILE.with_suffix(".jsonl.tmp")
@@ -231,6 +245,23 @@ def replay_answers(
         f"reused {len(rows) - len(todo)} cached ones; wrote {REPLAY_ANSWERS_FILE.relative_to(ROOT)}"
     )
     return rows
+
+
+def replay_key(
+    instruction: str, input: str, max_new_tokens: int, system: str | None
+) -> tuple[str | int, ...]:
+    """The replay cache's key for one prompt: everything the base's answer depends on besides the model.
+
+    The system prompt is part of the prompt the base answers, so an answer given under another one is
+    another answer; without one the key is the one the cache had before --system, so its rows still serve.
+    """
+    key: tuple[str | int, ...] = (instruction, input, max_new_tokens)
+    return key if system is None else (*key, system)
+
+
+def cache_key(row: dict[str, Any]) -> tuple[str | int, ...]:
+    """The key of a cached answer (its `system` absent when it was generated without one)."""
+    return replay_key(row["instruction"], row["input"], row["max_new_tokens"], row.get("system"))
 
 
 def stopped_naturally(
@@ -285,15 +316,17 @@ def build_examples(
     rows: Sequence[dict[str, Any]],
     *,
     eos: Sequence[bool],
+    system: str | None,
     answer_key: str = "output",
 ) -> list[Example]:
-    """Tokenise prompt and answer separately, so the loss mask falls exactly on the answer's tokens."""
+    """Tokenise prompt (with `system`, as the plugin would prompt) and answer separately, so the loss mask
+    falls exactly on the answer's tokens."""
     from pytest_llmeval.generation import build_prompt
 
     examples = []
     for row, add_eos in zip(rows, eos, strict=True):
         prompt = tokenizer(
-            build_prompt(tokenizer, row["instruction"], row["input"]), add_special_tokens=False
+            build_prompt(tokenizer, row["instruction"], row["input"], system=system), add_special_tokens=False
         )
         target = answer_ids(tokenizer, row[answer_key])
         if add_eos:
@@ -409,29 +442,39 @@ def train(args: argparse.Namespace) -> None:
         replay_max_new_tokens=args.replay_max_new_tokens,
         replay_loss=args.replay_loss,
         replay_weight=args.replay_weight,
+        system=args.system,
     )
     started = time.perf_counter()
     # The same loader the plugin uses: fp32 on CPU, the embedded model, its tokenizer set up for batches.
     loaded = load(ModelSpec(device="cpu", dtype="float32"))
     model, tokenizer = loaded.model, loaded.tokenizer
     replay_rows = replay_answers(
-        model, tokenizer, max_new_tokens=cfg.replay_max_new_tokens, regenerate=args.regenerate_replay
+        model,
+        tokenizer,
+        max_new_tokens=cfg.replay_max_new_tokens,
+        regenerate=args.regenerate_replay,
+        system=cfg.system,
     )
     train_rows = read_jsonl(TRAIN_FILE)
     # Training rows are in the benchmark's format: the label is the row's expected_output.
-    task = build_examples(tokenizer, train_rows, eos=[True] * len(train_rows), answer_key="expected_output")
-    replay = build_examples(tokenizer, replay_rows, eos=[bool(r["stopped"]) for r in replay_rows])
+    task = build_examples(
+        tokenizer, train_rows, eos=[True] * len(train_rows), system=cfg.system, answer_key="expected_output"
+    )
+    replay = build_examples(
+        tokenizer, replay_rows, eos=[bool(r["stopped"]) for r in replay_rows], system=cfg.system
+    )
 
     # load() switches autograd off process-wide (inference only); training needs it back on.
     torch.set_grad_enabled(True)
     seed_everything(cfg.seed)
     n_layers = int(model.config.num_hidden_layers)
+    layers = list(range(n_layers - cfg.top_layers, n_layers))
     lora = LoraConfig(
         r=cfg.rank,
         lora_alpha=cfg.alpha,
         lora_dropout=cfg.dropout,
         target_modules=list(TARGET_MODULES),
-        layers_to_transform=list(range(n_layers - cfg.top_layers, n_layers)),
+        layers_to_transform=layers,
         layers_pattern="layers",
         bias="none",
         task_type="CAUSAL_LM",
@@ -482,13 +525,51 @@ def train(args: argparse.Namespace) -> None:
     # The plugin resolves this alias to the embedded model; peft would otherwise record the cache path.
     peft_model.peft_config["default"].base_model_name_or_path = EMBEDDED_ALIAS
     save_adapter(peft_model, args.out)
-    metadata = {
+    metadata = build_metadata(
+        cfg,
+        base_model=EMBEDDED_ALIAS,
+        layers=layers,
+        data={
+            str(p.relative_to(ROOT)): sha256_file(p)
+            for p in (TRAIN_FILE, REPLAY_PROMPTS_FILE, REPLAY_ANSWERS_FILE)
+        },
+        threads=args.threads,
+        train_seconds=train_seconds,
+        wall_seconds=time.perf_counter() - started,
+        versions={name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")},
+        command=shlex.join(["python", "adapters/sentiment/train.py", *sys.argv[1:]]),
+    )
+    # Atomic like the adapter files: a crash never leaves a metadata.json describing other weights.
+    tmp_meta = args.out / "metadata.json.tmp"
+    tmp_meta.write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp_meta, args.out / "metadata.json")
+    size = (args.out / "adapter_model.safetensors").stat().st_size
+    print(f"saved {args.out}: adapter {size / 1e6:.2f} MB, training {train_seconds:.0f}s")
+
+
+def build_metadata(
+    cfg: TrainConfig,
+    *,
+    base_model: str,
+    layers: list[int],
+    data: dict[str, str],
+    threads: int,
+    train_seconds: float,
+    wall_seconds: float,
+    versions: dict[str, str],
+    command: str,
+) -> dict[str, Any]:
+    """The adapter's metadata.json: what it is, the prompt it was trained with, and how it was trained."""
+    return {
         "name": ADAPTER_NAME,
         "version": ADAPTER_VERSION,
         "task": TASK,
+        # The plugin prompts the adapter as it was trained (prompts.adapter_layer); a null system prompt
+        # declares none, so the plugin's default (the chat template's own) is the one trained with.
+        "prompt": {"system": cfg.system},
         # The plugin runs better_than_base on these benchmarks and no_degradation on every other one.
         "domain_benchmarks": DOMAIN_BENCHMARKS,
-        "base_model": EMBEDDED_ALIAS,
+        "base_model": base_model,
         "training": {
             **asdict(cfg),
             "lora": {
@@ -496,30 +577,19 @@ def train(args: argparse.Namespace) -> None:
                 "alpha": cfg.alpha,
                 "dropout": cfg.dropout,
                 "target_modules": list(TARGET_MODULES),
-                "layers": lora.layers_to_transform,
+                "layers": layers,
             },
             "replay_fraction": cfg.replay_per_batch / cfg.batch_size,
             "optimizer": "AdamW, linear warmup then linear decay, grad clip 1.0",
             "loss": LOSS_DESCRIPTION[cfg.replay_loss],
-            "data": {
-                str(p.relative_to(ROOT)): sha256_file(p)
-                for p in (TRAIN_FILE, REPLAY_PROMPTS_FILE, REPLAY_ANSWERS_FILE)
-            },
-            "threads": args.threads,
+            "data": data,
+            "threads": threads,
             "train_seconds": round(train_seconds, 1),
-            "wall_seconds": round(time.perf_counter() - started, 1),
-            "versions": {
-                name: importlib.metadata.version(name) for name in ("torch", "transformers", "peft")
-            },
-            "command": shlex.join(["python", "adapters/sentiment/train.py", *sys.argv[1:]]),
+            "wall_seconds": round(wall_seconds, 1),
+            "versions": versions,
+            "command": command,
         },
     }
-    # Atomic like the adapter files: a crash never leaves a metadata.json describing other weights.
-    tmp_meta = args.out / "metadata.json.tmp"
-    tmp_meta.write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp_meta, args.out / "metadata.json")
-    size = (args.out / "adapter_model.safetensors").stat().st_size
-    print(f"saved {args.out}: adapter {size / 1e6:.2f} MB, training {train_seconds:.0f}s")
 
 
 def save_adapter(peft_model: Any, out: Path) -> None:
