@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmeval.records import BASE, score
+from pytest_llmeval.records import partner, score
 
 GATES_FAMILY = "gates"
 REPORTED_FAMILY = "reported"
@@ -58,7 +58,7 @@ def plan(
             if kind == "reference" or column not in present:
                 continue
             family = GATES_FAMILY if domains.get(column) == "in" else REPORTED_FAMILY
-            planned.append(Planned(column, BASE, name, family))
+            planned.append(Planned(column, partner(rows[0], column), name, family))
         for column, kind in kinds.items():
             if kind != "model" or column not in present:
                 continue

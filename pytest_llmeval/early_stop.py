@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmeval.records import BASE, score
+from pytest_llmeval.records import partner, score
 
 # Types whose scores are 0 or 1 by construction: their comparison is the test on discordant pairs. Any
 # other bounded score (partial credit, similarity, pass@k) is compared by betting on the paired difference.
@@ -175,7 +175,7 @@ def outcome(
         if domain not in QUESTIONS:
             continue
         question = questions[column] = QUESTIONS[domain]
-        base = [_value(r, BASE) for r in done]
+        base = [_value(r, partner(r, column)) for r in done]
         adapter = [_value(r, column) for r in done]
         alpha = settings.alpha_for(question)
         if question == "better_than_base":

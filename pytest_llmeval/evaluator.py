@@ -50,7 +50,9 @@ from pytest_llmeval.records import (
     FluencyRecord,
     RowRecord,
     SideRecord,
+    partner,
     row_record,
+    variant_of,
 )
 from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison
 from pytest_llmeval.roster import Member, Roster
@@ -406,10 +408,39 @@ class Evaluator:
         return self._roster
 
     def columns(self) -> list[str]:
-        """Every column a row is generated or measured for, the base first."""
+        """Every column a row is generated or measured for, the base first (then the base prompted as an
+        adapter declares, where one differs: base_variants)."""
         if self.options.predictions is not None:
             return [BASE, ADAPTER] if self.has_adapter else [BASE]
-        return self.roster.sides()
+        sides = self.roster.sides()
+        return [sides[0], *self.base_variants(), *sides[1:]]
+
+    def base_variants(self) -> dict[str, str]:
+        """`base@<adapter>` -> that adapter, for each distinct prompt declared by an adapter after the
+        first that differs from the first's: the base is generated once more per such prompt, so that
+        every adapter is compared with the base prompted alike (records.partner). None under
+        --llmeval-prompt-per-model, where each model is prompted as it declares and the base as none."""
+        declared = self.options.prompt.adapters
+        if self.options.prompt.per_model or self.options.predictions is not None or not declared:
+            return {}
+        first, *rest = declared
+        named: dict[Layer, str] = {declared[first]: BASE}
+        out: dict[str, str] = {}
+        for side in rest:
+            if declared[side] not in named:
+                named[declared[side]] = f"{BASE}@{side}"
+                out[named[declared[side]]] = side
+        return out
+
+    def compared_with(self) -> dict[str, str]:
+        """Each adapter compared with a base variant -> that variant (RowRecord `baselines`)."""
+        declared = self.options.prompt.adapters
+        variants = {declared[side]: variant for variant, side in self.base_variants().items()}
+        return {side: variants[layer] for side, layer in declared.items() if layer in variants}
+
+    def _adapter_of(self, column: str) -> str | None:
+        """The adapter a column runs with on the shared weights: None for the base and its variants."""
+        return None if column == BASE or variant_of(column) else column
 
     def evaluated_for(self, info: BenchmarkInfo) -> str:
         """The column whose score passes or fails the rows of one benchmark (roster.Roster.evaluated)."""
@@ -873,7 +904,7 @@ class Evaluator:
         alike = [
             c
             for c in shared
-            if self._same_prompt(c, BASE) and loaded.for_column(None if c == BASE else c) is loaded
+            if self._same_prompt(c, BASE) and loaded.for_column(self._adapter_of(c)) is loaded
         ]
         fitting, prompts, limits = self._fit_rows(nodeids, limit, "max_new_tokens", columns=alike)
         keys = {n: _job_keys(n, sampling_of(self.rows[n].case)[0]) for n in nodeids}
@@ -898,7 +929,7 @@ class Evaluator:
         prompt_of = dict(zip(fitting, prompts, strict=True))
         limit_of = dict(zip(fitting, limits, strict=True))
         for column in shared:
-            view = loaded.for_column(None if column == BASE else column)
+            view = loaded.for_column(self._adapter_of(column))
             if column in alike:
                 generate_column(loaded, column, ok, [prompt_of[n] for n in ok], [limit_of[n] for n in ok])
             else:  # its own prompt settings, or an adapter's own tokenizer: its prompts are built for it
@@ -995,7 +1026,7 @@ class Evaluator:
             batch: list[str], batch_limits: list[int], samplings: list[tuple[float, int]] | None = None
         ) -> list[str]:
             counts = Tokens()
-            with loaded.active(None if column == BASE else column):
+            with loaded.active(self._adapter_of(column)):
                 texts = generate(
                     loaded.model,
                     loaded.tokenizer,
@@ -1082,7 +1113,7 @@ class Evaluator:
                 self._cache_identity = identify(self.loaded(), index)
                 self.cache = GenerationCache(self.options.cache_dir, index=index)
             cache, shared = self.cache, self._cache_identity
-            if column == BASE:
+            if self._adapter_of(column) is None:  # the base, or the base prompted as an adapter declares
                 return cache, shared, "base"
             if column not in self._column_identities:
                 if column in self.loaded().adapters:
@@ -1336,7 +1367,7 @@ class Evaluator:
                 on = column if column in scorer.adapters else None
                 label = f"{scorer.label} (the model itself)"
             else:
-                on = None if column == BASE else column
+                on = self._adapter_of(column)
                 scorer = self.loaded().for_column(on)
                 label = (
                     f"{scorer.base.name} (the base model itself)"
@@ -1393,7 +1424,7 @@ class Evaluator:
         # The base and the adapters prompted with its tokenizer share calls, one per distinct prompt
         # (_same_prompt); one with a tokenizer of its own, its own.
         groups: list[list[str]] = []
-        for c in [c for c in shared if loaded.for_column(None if c == BASE else c) is loaded]:
+        for c in [c for c in shared if loaded.for_column(self._adapter_of(c)) is loaded]:
             group = next((g for g in groups if self._same_prompt(c, g[0])), None)
             if group is None:
                 groups.append([c])
@@ -1582,6 +1613,8 @@ class Evaluator:
                 prompt=row_prompt,
                 **outcome,
             )
+            if self.base_variants():
+                made["baselines"] = self.compared_with()
             spent = self.costs.get(nodeid)
             if spent:
                 # Scoring judges every column at once: its seconds are shared among them.
@@ -1797,6 +1830,8 @@ class Evaluator:
         declared = self.options.prompt.adapters
         if column in declared:
             return column
+        if variant_of(column):
+            return self.base_variants()[column]
         if self.options.prompt.per_model or not declared:
             return None
         return next(iter(declared))
@@ -1910,12 +1945,13 @@ class Evaluator:
             )
         return self._family
 
-    def _adjusted(self, column: str, benchmark: str) -> gates.Adjusted | None:
-        """The family-adjusted p-value of `column` against the base on `benchmark`, when in the family."""
+    def _adjusted(self, column: str, against: str, benchmark: str) -> gates.Adjusted | None:
+        """The family-adjusted p-value of `column` against its base (records.partner) on `benchmark`,
+        when in the family."""
         from pytest_llmeval.comparisons import find
 
         try:
-            entry = find(self.gate_family(), column, BASE, benchmark)
+            entry = find(self.gate_family(), column, against, benchmark)
         except KeyError:
             return None
         if entry["p_value_adjusted"] is None:
@@ -1997,7 +2033,8 @@ class Evaluator:
             records = [r for r in records if not out.stopped(r["nodeid"])]
             found = out.decisions.get(column)
             decision = found if found is not None and found.decided is not None else None
-        adapter, base, bounded, measure = comparison_values(records, column, BASE)
+        against = partner(records[0], column) if records else BASE
+        adapter, base, bounded, measure = comparison_values(records, column, against)
         if not (column in self.kinds() and adapter):
             cmp = None
         else:
@@ -2006,7 +2043,9 @@ class Evaluator:
         who = "adapter" if column == ADAPTER else column
         if name == "better_than_base":
             adjusted = (
-                None if cmp is None or self.options.adjust == "none" else self._adjusted(column, benchmark)
+                None
+                if cmp is None or self.options.adjust == "none"
+                else self._adjusted(column, against, benchmark)
             )
             if blocks is not None and adjusted is not None:
                 blocks["significance_test"].update(
@@ -2088,7 +2127,7 @@ class Evaluator:
         loaded = self._column_models.get(column) if column in self._model_columns() else self._loaded
         if loaded is None:
             return
-        tokenizer = loaded.tokenizer_of(None if column == BASE else column)
+        tokenizer = loaded.tokenizer_of(self._adapter_of(column))
         own = column in loaded.tokenizers or (loaded is not self._loaded and column in loaded.adapters)
         # "adapter": the adapter's folder shipped the tokenizer its prompts were built with.
         entry["tokenizer"] = tokenizer_provenance(tokenizer) | {"source": "adapter" if own else "model"}
@@ -2170,7 +2209,7 @@ class Evaluator:
                 "top_p": 1.0,
                 "seed": _served_seed(served),
                 "max_tokens": "evaluation_config.max_new_tokens, else --llmeval-max-new-tokens",
-                "api": "chat.completions (the row's prompt as the user message)",
+                "api": "chat.completions (each row as chat messages: system, few-shot turns, user)",
             },
         }
 

@@ -17,7 +17,7 @@ from pytest_llmeval.evaluator import GATE_PREFIX, Evaluator, RowError, RowResult
 from pytest_llmeval.gates import gate_names, in_domain
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.recorder import Recorder
-from pytest_llmeval.records import BASE, BenchmarkInfo, GateRecord, RowRecord, gate_record, score
+from pytest_llmeval.records import BASE, BenchmarkInfo, GateRecord, RowRecord, gate_record, partner, score
 from pytest_llmeval.scorers import SCORERS, custom, read_benchmark
 
 # The evaluator of this process (every process), and the recorder (the controller only).
@@ -221,8 +221,8 @@ class CaseItem(BenchmarkItem):
         if details.get("reason") is not None:
             lines.append(f"  reason:      {details['reason']}")
         if who != BASE:
-            base = record["models"][BASE]
-            base_score = score(record, BASE)
+            base = record["models"][partner(record, who)]
+            base_score = score(record, partner(record, who))
             base_value = None if base_score is None else base_score["value"]
             if base.get("output") is None and base_score is not None:
                 lines.append(f"  base:        {base_score.get('predicted')!r} (score {base_value})")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.benchmark import Case
 from pytest_llmeval.models import LoadedModel
-from pytest_llmeval.records import BASE, FluencyRecord
+from pytest_llmeval.records import BASE, FluencyRecord, variant_of
 
 if TYPE_CHECKING:
     from pytest_llmeval.endpoint import Answer, Request
@@ -26,7 +26,7 @@ def _by_column(loaded: LoadedModel, columns: Sequence[str], measure: Any) -> Col
     loaded without adapters is one column whatever its name)."""
     out: Columns = {}
     for column in columns:
-        with loaded.active(None if column == BASE else column):
+        with loaded.active(None if column == BASE or variant_of(column) else column):
             out[column] = list(measure())
     return out
 

@@ -83,6 +83,9 @@ class RowRecord(TypedDict):
     # The prompt the model was given (the base's; a column given another has its own in its side), and the
     # row's own prompt settings when it has them (benchmark.Case.system, evaluation_config.prompt_template).
     prompt: NotRequired[str]
+    # Adapter column -> the column of the base prompted as that adapter declares (`base@<column>`), for
+    # the adapters whose declared prompt differs from the first's: each is compared with its own (partner).
+    baselines: NotRequired[dict[str, str]]
     system: NotRequired[str]
     prompt_template: NotRequired[str]
     # What the row cost each column (costs.side_cost): summed into results.json's `cost`, not shown per row
@@ -144,6 +147,17 @@ def row_record(
     if template is not None:
         made["prompt_template"] = template
     return made
+
+
+def partner(record: Mapping[str, Any], column: str) -> str:
+    """The column `column` is compared with on a row: the base, or the base prompted as `column` declares
+    (RowRecord `baselines`)."""
+    return str((record.get("baselines") or {}).get(column, BASE))
+
+
+def variant_of(column: str) -> bool:
+    """Whether a column is the base prompted as an adapter declares (`base@<adapter>`), not a model."""
+    return column.startswith(BASE + "@")
 
 
 def gate_record(

@@ -30,9 +30,11 @@ from pytest_llmeval.records import (
     GateRecord,
     RowRecord,
     evaluated_value,
+    partner,
     score,
     score_value,
     side,
+    variant_of,
 )
 
 SCHEMA_VERSION = 2
@@ -454,7 +456,7 @@ def kinds_of(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> d
     kinds: dict[str, str] = {}
     for record in records:
         for column in record["models"]:
-            if column != BASE and column not in kinds:
+            if column != BASE and not variant_of(column) and column not in kinds:
                 kinds[column] = "adapter" if column in evaluated or column == ADAPTER else "model"
     return kinds
 
@@ -504,6 +506,7 @@ def interference_matrix(
             "name": (shown or {}).get(column, column),  # what reports call the column
             "column": column,
             "kind": kind,
+            "against": BASE,
             "values": [],
             "change": [],
             "domain": [],
@@ -511,7 +514,9 @@ def interference_matrix(
         }
         for name in names:
             rows = by_benchmark[name]
-            values, against, _, _ = comparison_values(rows, column, BASE)
+            if rows:  # the base it is compared with: records.partner (the same on every benchmark)
+                entry["against"] = partner(rows[0], column)
+            values, against, _, _ = comparison_values(rows, column, entry["against"])
             mean = math.fsum(values) / len(values) if values else None
             entry["values"].append(mean)
             entry["change"].append(None if mean is None else mean - math.fsum(against) / len(against))

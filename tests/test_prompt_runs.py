@@ -315,3 +315,50 @@ def test_served_rows_are_sent_the_system_prompt_and_the_examples_as_turns(
     document = json.loads((pytester.path / "served.json").read_text())
     recorded = json.loads(document["benchmarks"][0]["rows"][0]["prompt"])
     assert recorded[0] == {"role": "system", "content": SYSTEM} and len(recorded) == 6
+
+
+def copy_adapter(source: Path, folder: Path, name: str, prompt: dict[str, Any] | None) -> Path:
+    folder.mkdir()
+    for f in source.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    meta = {"name": name, "version": "1.0.0"}
+    if prompt is not None:
+        meta["prompt"] = prompt
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    return folder
+
+
+def test_the_base_is_generated_once_per_distinct_declared_prompt(
+    pytester: pytest.Pytester, declared: dict[str, Path]
+) -> None:
+    first = copy_adapter(declared["adapter"], pytester.path / "one", "one", {"system": "First."})
+    same = copy_adapter(declared["adapter"], pytester.path / "two", "two", {"system": "First."})
+    other = copy_adapter(declared["adapter"], pytester.path / "three", "three", {"system": "Third."})
+    pytester.makefile(".jsonl", bench=jsonl([row("r1"), row("r2", instruction="Say bye.")]))
+    args = [*model_args(declared["model"]), f"--adapter={first}", f"--adapter={same}", f"--adapter={other}"]
+    pytester.runpytest(*args, "--llmeval-results=fair.json")
+    document = json.loads((pytester.path / "fair.json").read_text())
+    rows = document["benchmarks"][0]["rows"]
+    for r in rows:
+        # One more base column, prompted as `three` declares; `two` shares the first's prompt and base.
+        assert list(r["models"]) == ["base", "base@three", "one", "two", "three"]
+        assert r["baselines"] == {"three": "base@three"}
+        assert "First." in r["prompt"] and "Third." in r["models"]["base@three"]["prompt"]
+        assert "prompt" not in r["models"]["two"] and "Third." in r["models"]["three"]["prompt"]
+    against = {(c["model"], c["against"]) for c in document["comparisons"]}
+    assert against == {("one", "base"), ("two", "base"), ("three", "base@three")}
+    matrix = {m["column"]: m["against"] for m in document["matrix"]["models"]}
+    assert matrix == {"one": "base", "two": "base", "three": "base@three"}
+    # The variant is the base itself, prompted otherwise: run alone with `three`, the base says the same.
+    alone = [*model_args(declared["model"]), f"--adapter={other}", "--llmeval-results=alone.json"]
+    pytester.runpytest(*alone)
+    single = {
+        r["id"]: r for r in json.loads((pytester.path / "alone.json").read_text())["benchmarks"][0]["rows"]
+    }
+    for r in rows:
+        assert r["models"]["base@three"]["output"] == single[r["id"]]["models"]["base"]["output"]
+        assert r["models"]["base@three"]["prompt"] == single[r["id"]]["prompt"]
+    # Each as it declares: no variant, the base prompted as none declares.
+    pytester.runpytest(*args, "--llmeval-prompt-per-model", "--llmeval-results=own.json")
+    own = json.loads((pytester.path / "own.json").read_text())["benchmarks"][0]["rows"]
+    assert all(list(r["models"]) == ["base", "one", "two", "three"] and "baselines" not in r for r in own)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -86,12 +87,25 @@ def errored_row() -> RowRecord:
 
 
 def test_every_variant_has_the_typed_dicts_keys_in_one_order() -> None:
-    # `cost` (NotRequired) is the evaluator's to add, what the row cost each model: last, when there is one.
+    # The NotRequired keys come last: the row's prompt and its own prompt settings (when it has them),
+    # the base each column is compared with (when not the base), and `cost`, the evaluator's to add.
     keys = list(RowRecord.__annotations__)
-    assert keys[-1] == "cost"
-    keys = keys[:-1]
+    optional = ["prompt", "baselines", "system", "prompt_template", "cost"]
+    assert keys[-len(optional) :] == optional
+    keys = keys[: -len(optional)]
     for record in (scored_row(), skipped_row(), errored_row()):
         assert list(record) == keys
+    case = Case(
+        "q", "i", "", "o", "exact_match", "easy", 1, {}, run_options={"prompt_template": "{{ input }}"}
+    )
+    case = replace(case, system="Be brief.")
+    made = row_record(nodeid="a::q", benchmark=INFO, case=case, evaluated=BASE, prompt="<prompt>")
+    assert list(made) == [*keys, "prompt", "system", "prompt_template"]
+    assert (made["prompt"], made["system"], made["prompt_template"]) == (
+        "<prompt>",
+        "Be brief.",
+        "{{ input }}",
+    )
 
 
 def test_a_scored_row_carries_the_case_and_the_benchmark() -> None:
