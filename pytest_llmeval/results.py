@@ -465,7 +465,8 @@ def project(record: RowRecord, column: str) -> RowRecord:
     """A row as a run of `column` alone against the base would have recorded it: its side is `adapter`,
     it is the evaluated one, and the benchmark's domain is its domain (one adapter's LocoLLM document)."""
     models = record["models"]
-    sides = {BASE: models[BASE]} if BASE in models else {}
+    against = partner(record, column)  # the base prompted as the column declares, where it differs
+    sides = {BASE: models[against]} if against in models else {}
     if column in models:
         sides[ADAPTER] = models[column]
     info: BenchmarkInfo = {
@@ -474,7 +475,15 @@ def project(record: RowRecord, column: str) -> RowRecord:
     }
     found = score(record, column)
     passed = bool(found["passed"]) if found is not None and "passed" in found else record["passed"]
-    return {**record, "benchmark": info, "models": sides, "evaluated": ADAPTER, "passed": passed}
+    projected: RowRecord = {
+        **record,
+        "benchmark": info,
+        "models": sides,
+        "evaluated": ADAPTER,
+        "passed": passed,
+    }
+    projected.pop("baselines", None)  # its base is `base` now
+    return projected
 
 
 def gate_key(gate: Mapping[str, Any]) -> str:

@@ -362,3 +362,17 @@ def test_the_base_is_generated_once_per_distinct_declared_prompt(
     pytester.runpytest(*args, "--llmeval-prompt-per-model", "--llmeval-results=own.json")
     own = json.loads((pytester.path / "own.json").read_text())["benchmarks"][0]["rows"]
     assert all(list(r["models"]) == ["base", "one", "two", "three"] and "baselines" not in r for r in own)
+
+
+def test_an_adapters_own_document_compares_it_with_its_own_base() -> None:
+    from pytest_llmeval.records import partner
+    from pytest_llmeval.results import project
+
+    base, variant, three = (
+        {"output": o, "score": {"value": v}} for o, v in (("b", 0.0), ("v", 0.5), ("t", 1.0))
+    )
+    record: Any = {"models": {"base": base, "base@three": variant, "three": three}, "benchmark": {}}
+    record.update(baselines={"three": "base@three"}, passed=True)
+    assert partner(record, "three") == "base@three" and partner(record, "one") == "base"
+    own = project(record, "three")
+    assert own["models"] == {"base": variant, "adapter": three} and "baselines" not in own
