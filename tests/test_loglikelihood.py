@@ -169,4 +169,8 @@ def test_multiple_choice_rows_agree_serially_and_under_xdist(
         }
 
     serial, parallel = measured("serial.json"), measured("parallel.json")
-    assert len(serial) == len(rows) and serial == parallel
+    # Equal up to float32 rounding: each xdist worker runs torch on fewer threads, and on some CPUs (an
+    # AMD EPYC here) a matrix product summed over another thread count differs in the 7th digit.
+    assert len(serial) == len(rows) and serial.keys() == parallel.keys()
+    for rid, values in serial.items():
+        assert values == pytest.approx(parallel[rid], rel=1e-6), rid
