@@ -338,6 +338,8 @@ class Evaluator:
     benchmark_prompts: dict[str, BenchmarkPrompt] = field(default_factory=dict)
     # node id -> column -> the prompt it was given (the text; a served chat row's messages as JSON)
     prompts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # (benchmark, row id, k) -> the row's few-shot examples (examples())
+    _examples: dict[tuple[str, str, int], list[Example]] = field(default_factory=dict)
     outputs: dict[str, RowOutputs] = field(default_factory=dict)
     row_errors: dict[str, str] = field(default_factory=dict)  # rows of a computed chunk that have no output
     truncated: dict[str, dict[str, Any]] = field(default_factory=dict)  # rows whose prompt was cut to fit
@@ -1862,14 +1864,19 @@ class Evaluator:
 
         if spec.fewshot == 0:
             return []
-        bench = self.benchmark_prompts.get(name)
-        pool = None if bench is None else bench.pool
-        if pool is None:
-            pool = tuple(
-                Example(c.id, c.instruction, c.input, c.expected_output, c.line)
-                for c in self.benchmarks[name].cases
-            )
-        return pick_examples(case.id, pool, spec.fewshot)
+        # Drawn once per row and count: a draw hashes the row with every example of the pool, and a row's
+        # examples are asked for at collection, per column prompted, and for a measurement's cache key.
+        key = (name, case.id, spec.fewshot)
+        if key not in self._examples:
+            bench = self.benchmark_prompts.get(name)
+            pool = None if bench is None else bench.pool
+            if pool is None:
+                pool = tuple(
+                    Example(c.id, c.instruction, c.input, c.expected_output, c.line)
+                    for c in self.benchmarks[name].cases
+                )
+            self._examples[key] = pick_examples(case.id, pool, spec.fewshot)
+        return self._examples[key]
 
     def _same_prompt(self, column: str, other: str) -> bool:
         """Whether two columns are given the same prompt settings on every row (their owners' layers)."""
