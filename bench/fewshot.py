@@ -17,38 +17,18 @@ Never run it beside another benchmark or the test suite: on 2 cores a contended 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+# One main job in a subprocess, its wall time and results.json: the same runner as the sequential benchmark.
+from sequential_demo import run_once
+
 JOBS = {
     "date-iso": ["--adapter=adapters/date-iso", "benchmarks/"],
     "demo": ["--adapter=adapters/date-iso", "--adapter=adapters/sentiment", "benchmarks/"],
 }
-
-
-def run_once(job: list[str], k: int, results: Path) -> tuple[float, dict[str, Any]]:
-    """One main job with K examples per row; its wall time in seconds and its results.json."""
-    cmd = [sys.executable, "-m", "pytest", *job, "-q", "--tb=no", "-p", "no:cacheprovider"]
-    cmd += [
-        "--llmeval-no-cache",
-        "--llmeval-no-history",
-        f"--llmeval-results={results}",
-        f"--llmeval-fewshot={k}",
-    ]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1) or not results.is_file():
-        raise SystemExit(f"the main job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    document: dict[str, Any] = json.loads(results.read_text())
-    return elapsed, document
 
 
 def scores(document: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -103,7 +83,9 @@ def main() -> None:
             names = list(variants) if i % 2 == 0 else list(variants)[::-1]
             for name in names:
                 results = Path(tmp) / f"{name}-{i}.json"
-                seconds, last[name] = run_once(JOBS[args.job], variants[name], results)
+                seconds, last[name] = run_once(
+                    JOBS[args.job], [f"--llmeval-fewshot={variants[name]}"], results
+                )
                 times[name].append(seconds)
                 print(f"{name:>5}: run {i + 1}: {seconds:.1f} s", flush=True)
     (zero, k) = (statistics.median(times[n]) for n in variants)
