@@ -433,7 +433,9 @@ def test_a_missing_file_or_an_empty_folder_is_named(tmp_path: Path) -> None:
 # --- real training: a tiny Llama, transformers' Trainer, the callback ---------------------------------------
 
 REPO = Path(__file__).resolve().parent.parent
-LENGTH = 32  # tokens per example: every batch has batch x LENGTH input tokens (padded)
+# Tokens per example: every batch has batch x LENGTH input tokens (padded). Short, because the cost of a step
+# is the logits over the embedded tokenizer's 49k-token vocabulary at every position.
+LENGTH = 16
 
 
 def benchmark_inputs(name: str) -> list[str]:
@@ -461,6 +463,7 @@ def train(
     lr: float,
     batch: int,
     eval_every: int,
+    schedule: str = "constant",
     spike_at: int | None = None,
     save_steps: int | None = None,
     benchmark: Path | None = None,
@@ -489,7 +492,7 @@ def train(
         per_device_train_batch_size=batch,
         per_device_eval_batch_size=16,
         learning_rate=lr,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=schedule,
         logging_steps=1,
         eval_strategy="steps",
         eval_steps=eval_every,
@@ -525,14 +528,19 @@ def train(
     return trainer
 
 
-NORMAL_STEPS, NORMAL_BATCH, NORMAL_EVAL = 40, 8, 10
+NORMAL_STEPS, NORMAL_BATCH, NORMAL_EVAL = 60, 8, 10
+MEASURED_ROWS = 4  # perplexity rows of the benchmark the callback measures
 
 
 @pytest.fixture(scope="module")
 def normal_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """English reviews, 48 to train on and 12 held out, a steady learning rate."""
+    """English reviews, 48 to train on and 12 held out, the learning rate decaying to 0; the callback
+    measures the perplexity of a few Japanese benchmark rows on the way."""
     reviews = benchmark_inputs("sentiment.jsonl")
     out = tmp_path_factory.mktemp("normal-run")
+    rows = (REPO / "benchmarks" / "japanese_text.jsonl").read_text(encoding="utf-8").splitlines()
+    benchmark = out.parent / "measured.jsonl"
+    benchmark.write_text("\n".join(rows[:MEASURED_ROWS]) + "\n", encoding="utf-8")
     trainer = train(
         out,
         tiny_model,
@@ -542,8 +550,9 @@ def normal_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
         lr=3e-3,
         batch=NORMAL_BATCH,
         eval_every=NORMAL_EVAL,
+        schedule="linear",
         save_steps=NORMAL_STEPS // 2,
-        benchmark=REPO / "benchmarks" / "japanese_text.jsonl",
+        benchmark=benchmark,
     )
     return out, trainer
 
@@ -557,10 +566,10 @@ def test_trainer_state_and_callback_jsonl_tell_the_same_run(normal_run: tuple[Pa
     assert state.loss == jsonl.loss
     assert state.learning_rate == jsonl.learning_rate
     assert state.grad_norm == jsonl.grad_norm and None not in jsonl.grad_norm
-    assert state.eval_steps == jsonl.eval_steps == (10, 20, 30, 40)
+    assert state.eval_steps == jsonl.eval_steps == tuple(range(10, NORMAL_STEPS + 1, 10))
     assert state.eval_loss == jsonl.eval_loss
     # A checkpoint's state is the run up to its step.
-    assert read_log(out / "checkpoint-20").loss == state.loss[:20]
+    assert read_log(out / "checkpoint-30").loss == state.loss[:30]
     tokens = NORMAL_STEPS * NORMAL_BATCH * LENGTH
     assert state.totals["tokens"] == jsonl.totals["tokens"] == tokens
     end = jsonl.totals
@@ -577,12 +586,14 @@ def test_trainer_state_and_callback_jsonl_tell_the_same_run(normal_run: tuple[Pa
 
 def test_trainer_run_converges_with_stable_gradients(normal_run: tuple[Path, Any]) -> None:
     log = read_log(normal_run[0])
-    found = analyse(log, window=10, tolerance=0.1)
     assert log.loss[-1] < log.loss[0] / 2
-    assert found["convergence_step"] is not None and found["steps_to_95"] is not None
-    assert_converged(log, window=10, tolerance=0.1, within=NORMAL_STEPS)
+    # Generous: the last 10 steps' mean within 20 % of the final one for 10 steps (batches differ, so the
+    # loss is noisy even as the rate goes to 0).
+    assert_converged(log, window=10, tolerance=0.2, within=NORMAL_STEPS)
+    found = analyse(log, window=10, tolerance=0.2)
+    assert found["steps_to_95"] is not None and found["steps_to_95"] <= NORMAL_STEPS
     assert_stable_gradients(log, window=10)
-    assert not found["overfitting"]["detected"]
+    assert_stable_gradients(log)
 
 
 def test_trainer_callback_memory_and_perplexity_events(normal_run: tuple[Path, Any]) -> None:
@@ -593,17 +604,17 @@ def test_trainer_callback_memory_and_perplexity_events(normal_run: tuple[Path, A
     model = trainer.model
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     memory = [e for e in events if e["event"] == "memory"]
-    assert [e["step"] for e in memory] == [10, 20, 30, 40]
+    assert [e["step"] for e in memory] == list(range(10, NORMAL_STEPS + 1, 10))
     for event in memory:
         assert event["device"] == "cpu" and event["peak_rss_bytes"] > params
         assert event["parameters_bytes"] == event["gradients_bytes"] == params  # every weight trains
         # AdamW: two moments per weight, and a step counter per tensor.
         assert 2 * params <= event["optimizer_state_bytes"] < 2 * params + 1024
     measured = [e for e in events if e["event"] == "measure"]
-    assert [e["step"] for e in measured] == [20, 40]
-    assert all(e["n_texts"] == 60 for e in measured)
+    assert [e["step"] for e in measured] == [NORMAL_STEPS // 2, NORMAL_STEPS]
+    assert all(e["n_texts"] == MEASURED_ROWS for e in measured)
     # The last measurement is of the model as training left it.
-    texts = benchmark_inputs("japanese_text.jsonl")
+    texts = benchmark_inputs("japanese_text.jsonl")[:MEASURED_ROWS]
     final = perplexity(model, trainer.processing_class, texts)
     assert measured[-1]["perplexity"] == pytest.approx(final.perplexity, rel=1e-6)
     assert all(1 < e["perplexity"] < math.inf for e in measured)
@@ -611,17 +622,18 @@ def test_trainer_callback_memory_and_perplexity_events(normal_run: tuple[Path, A
 
 @pytest.fixture(scope="module")
 def overfit_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two Japanese sentences learnt by heart; evaluated on English reviews."""
+    """Two Japanese sentences learnt by heart, evaluated on ten others: the eval loss falls for a few steps
+    (Japanese tokens become likelier), then rises as the two sentences are memorised."""
     out = tmp_path_factory.mktemp("overfit-run")
     japanese = benchmark_inputs("japanese_text.jsonl")
-    reviews = benchmark_inputs("sentiment.jsonl")
-    train(out, tiny_model, japanese[:2], reviews[:16], steps=60, lr=1e-2, batch=2, eval_every=5)
+    train(out, tiny_model, japanese[:2], japanese[30:40], steps=40, lr=1e-2, batch=2, eval_every=2)
     return out
 
 
 def test_trainer_overfitting_is_found_at_the_best_evaluation(overfit_run: Path) -> None:
     log = read_log(overfit_run)
     best = min(range(len(log.eval_loss)), key=lambda i: (log.eval_loss[i], -i))
+    assert 0 < best < len(log.eval_loss) - 3  # it fell first, then rose: the onset is not the first point
     found = overfitting(log, smoothing=5)
     assert found["detected"] and found["onset_step"] == log.eval_steps[best]
     with pytest.raises(
@@ -635,12 +647,13 @@ SPIKE_AT = 24  # LambdaLR's update 24 is the Trainer's step 25; its effect shows
 
 @pytest.fixture(scope="module")
 def spike_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight reviews, one batch per step (smooth gradient norms), one update at 100 times the rate."""
     out = tmp_path_factory.mktemp("spike-run")
     reviews = benchmark_inputs("sentiment.jsonl")
     train(
         out,
         tiny_model,
-        reviews[:48],
+        reviews[:8],
         reviews[48:],
         steps=32,
         lr=1e-3,
