@@ -1838,14 +1838,17 @@ class Evaluator:
             return None
         return next(iter(declared))
 
-    def _resolve(self, name: str, case: Case, owner: str | None) -> PromptSpec:
+    def _resolve(self, name: str, case: Case | None, owner: str | None) -> PromptSpec:
+        """The prompt settings of a row of benchmark `name` (None: of the benchmark, its rows' own
+        settings aside) under the declaration of the adapter column `owner` (_prompt_owner)."""
         from pytest_llmeval.prompts import ADAPTER as ADAPTER_LAYER
         from pytest_llmeval.prompts import BENCHMARK, COMMAND_LINE, ROW, Layer, resolve, row_layer
 
         bench = self.benchmark_prompts.get(name)
         prompt = self.options.prompt
+        own = Layer() if case is None else row_layer(case.system, case.run_options, f"{name}:{case.line}")
         layers: list[tuple[str, Layer]] = [
-            (ROW, row_layer(case.system, case.run_options, f"{name}:{case.line}")),
+            (ROW, own),
             (BENCHMARK, Layer() if bench is None else bench.layer),
             (ADAPTER_LAYER, Layer() if owner is None else prompt.adapters[owner]),
             (COMMAND_LINE, prompt.command_line),
@@ -1889,27 +1892,9 @@ class Evaluator:
         declared prompt, and per benchmark its sidecar, few-shot pool and each column's settings (a row's
         own system prompt or template is in its record)."""
         out = self.options.prompt.to_json()
-        out["adapters"] = {
-            side: {
-                "system": layer.system,
-                "template": None if layer.template is None else layer.template.to_json(),
-            }
-            for side, layer in self.options.prompt.adapters.items()
-        }
         benchmarks: dict[str, Any] = {}
         for name, bench in sorted(self.benchmark_prompts.items()):
-            columns: dict[str, Any] = {}
-            for column in self.columns():
-                from pytest_llmeval.prompts import ADAPTER as ADAPTER_LAYER
-                from pytest_llmeval.prompts import BENCHMARK, COMMAND_LINE, Layer, resolve
-
-                owner = self._prompt_owner(column)
-                layers = [
-                    (BENCHMARK, bench.layer),
-                    (ADAPTER_LAYER, Layer() if owner is None else self.options.prompt.adapters[owner]),
-                    (COMMAND_LINE, self.options.prompt.command_line),
-                ]
-                columns[column] = resolve(layers, fewshot_override=self.options.prompt.fewshot).to_json()
+            columns = {c: self._resolve(name, None, self._prompt_owner(c)).to_json() for c in self.columns()}
             benchmarks[name] = {**bench.to_json(), "columns": columns}
         out["benchmarks"] = benchmarks
         return out

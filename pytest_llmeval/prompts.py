@@ -379,6 +379,13 @@ class PromptOptions:
                 "template": None if cli.template is None else cli.template.to_json(),
                 "fewshot": self.fewshot,
             },
+            "adapters": {
+                side: {
+                    "system": layer.system,
+                    "template": None if layer.template is None else layer.template.to_json(),
+                }
+                for side, layer in self.adapters.items()
+            },
         }
 
 

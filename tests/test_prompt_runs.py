@@ -245,6 +245,8 @@ def test_the_adapters_prompt_is_given_to_both_sides_unless_per_model(
         assert "You are a tiny adapter." in r["prompt"]
         assert all("prompt" not in side for side in r["models"].values())  # one prompt for both
     assert fair["inference_config"]["prompt"]["mode"] == "shared"
+    said = {"adapter": {"system": "You are a tiny adapter.", "template": None}}
+    assert fair["inference_config"]["prompt"]["adapters"] == said
     columns = fair["inference_config"]["prompt"]["benchmarks"]["bench.jsonl"]["columns"]
     assert columns["base"]["sources"] == columns["adapter"]["sources"] == {"system": "adapter"}
 
