@@ -812,8 +812,9 @@ def _weights_loader(
             except (ValueError, RuntimeError, KeyError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ModelError(f"adapter {path} does not load onto {base.name}: {first}") from None
+        # eval() only: autograd stays on for the process (a user's test may train); every forward pass of
+        # ours runs under torch.inference_mode() where it is made (generation, perplexity, embeddings).
         model.eval()
-        torch.set_grad_enabled(False)
         return model  # type: ignore[no-any-return]
 
     return weights

@@ -110,6 +110,19 @@ def test_device_and_dtype() -> None:
             models.resolve_device("cuda:0")
 
 
+def test_loading_leaves_autograd_on_for_the_process(tiny_model: Path) -> None:
+    """The plugin shares its process with the user's tests (and pytester's runs): loading a model must
+    not switch autograd off for all of them; our own forward passes use inference_mode where they run."""
+    import torch
+
+    assert torch.is_grad_enabled()
+    loaded = models.load(ModelSpec(base_model=str(tiny_model)))
+    ids = loaded.tokenizer(["hello there"], return_tensors="pt").input_ids  # (1, T)
+    assert loaded.model(ids).logits.shape[0] == 1  # the weights are loaded now
+    assert torch.is_grad_enabled()
+    assert not loaded.model.training
+
+
 def test_loaded_model_shares_weights_between_base_and_adapter(tiny_model: Path, tiny_adapter: Path) -> None:
     import torch
 

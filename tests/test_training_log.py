@@ -523,10 +523,7 @@ def train(
         callbacks=[callback],
         optimizers=optimizers,
     )
-    # The plugin's model loader turns autograd off for its whole process (models.load: evaluation never
-    # needs it), and pytester runs the plugin in this process: training here turns it back on.
-    with torch.enable_grad():
-        trainer.train()
+    trainer.train()
     trainer.save_state()  # out/trainer_state.json, with the final train_runtime entry
     return trainer
 
