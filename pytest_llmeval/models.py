@@ -792,7 +792,6 @@ def _weights_loader(
     adapter's tokenizer added tokens, then every adapter of `sides` under its column name."""
 
     def weights() -> PreTrainedModel:
-        import torch
         from transformers import AutoModelForCausalLM
 
         model: Any = AutoModelForCausalLM.from_pretrained(base.path, dtype=dtype, local_files_only=True)

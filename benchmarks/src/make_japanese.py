@@ -15,6 +15,7 @@ THRESHOLD = 60.0
 INSTRUCTION = "日本語の文章"  # perplexity rows score their input; the instruction only labels the row
 
 # (difficulty, tags, text)
+# fmt: off  (one sentence a line: ruff counts a wide character as two columns)
 ROWS: list[tuple[str, list[str], str]] = [
     # easy: short everyday sentences, mostly hiragana
     ("easy", ["daily"], "きょうは あさから あめが ふっています。かさを もって でかけましょう。"),
@@ -87,6 +88,7 @@ ROWS: list[tuple[str, list[str], str]] = [
         "しかし、技術者の経験に基づく判断は依然として欠かせず、若手技術者の育成が課題となっている。"
     )),
 ]
+# fmt: on
 
 
 def main() -> None:
