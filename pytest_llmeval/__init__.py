@@ -6,6 +6,7 @@ from pytest_llmeval.assertions import (
     assert_better_than_base,
     assert_no_degradation,
     assert_parameter_efficiency,
+    assert_peft_vs_sft,
     assert_perplexity_below,
 )
 from pytest_llmeval.benchmark import Benchmark, BenchmarkError, Case, load_benchmark
@@ -24,6 +25,7 @@ __all__ = [
     "assert_better_than_base",
     "assert_no_degradation",
     "assert_parameter_efficiency",
+    "assert_peft_vs_sft",
     "assert_perplexity_below",
     "load_benchmark",
 ]

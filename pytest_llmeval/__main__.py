@@ -1,4 +1,5 @@
-"""`python -m pytest_llmeval`: the history of runs (history); benchmark rows from HumanEval, MBPP (convert).
+"""`python -m pytest_llmeval`: the history of runs (history); benchmark rows from HumanEval, MBPP (convert);
+a PEFT adaptation against full fine-tuning (compare).
 
     python -m pytest_llmeval history                  # every run, oldest first, numbered
     python -m pytest_llmeval history --diff 1 -1      # the first run against the newest
@@ -12,6 +13,12 @@ Runs are named by number (1 = oldest, -1 = newest), by file name, or by a unique
 
 The input is the dataset's own file, gzip-compressed or not: JSONL, or a JSON array (MBPP's sanitized
 release). The rows go to -o (written whole, once every record converted) or to standard output.
+
+    python -m pytest_llmeval compare peft.json sft.json --peft-training-log lora/ --sft-training-log sft/
+    python -m pytest_llmeval compare results.json --sft-column sft --markdown report.md
+
+compare judges the Japanese adaptation document's success criteria (peft_sft.py): exit status 1 when a
+primary criterion fails, 2 when the input cannot be compared.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_llmeval import convert, history
+from pytest_llmeval import convert, history, peft_sft
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.results import write_text_atomic
 
@@ -40,9 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare run B with run A on shared rows")
     show.add_argument("--alpha", type=float, default=0.05, help="significance level of --diff (default 0.05)")
     conv = _add_convert(commands)
+    versus = _add_compare(commands)
     args = parser.parse_args(argv)
     if args.command == "convert":
         return _convert(conv, args)
+    if args.command == "compare":
+        return _compare(versus, args)
     folder: Path = args.dir if args.dir is not None else history.history_dir(args.results)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
@@ -86,6 +96,121 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "completion rows (it continues the prompt, no chat template)",
     )
     return conv
+
+
+def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    default = peft_sft.DEFAULT_CRITERIA
+    versus = commands.add_parser(
+        "compare",
+        help="a PEFT (LoRA) adaptation against full fine-tuning (SFT): the adaptation document's criteria",
+        description="Compare a PEFT adapter with a fully fine-tuned (SFT) model from their results.json "
+        "(and training logs): per-benchmark performance ratio and paired test, parameter, memory and "
+        "training-time efficiency, and the success criteria (§7.2). Exit status 1 when a primary criterion "
+        "fails, 2 on input that cannot be compared.",
+    )
+    versus.add_argument(
+        "peft", type=Path, metavar="PEFT.json", help="the results.json holding the PEFT adapter"
+    )
+    versus.add_argument(
+        "sft",
+        type=Path,
+        nargs="?",
+        metavar="SFT.json",
+        help="the results.json holding the SFT model (default: another column of PEFT.json)",
+    )
+    versus.add_argument(
+        "--peft-column",
+        default=None,
+        metavar="COLUMN",
+        help="the PEFT column or model name (default: the first adapter)",
+    )
+    versus.add_argument(
+        "--sft-column",
+        default=None,
+        metavar="COLUMN",
+        help="the SFT column or model name (default: the only --llmeval-model column; in a base-only run "
+        "the base)",
+    )
+    versus.add_argument(
+        "--peft-training-log",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="trainer_state.json, EvaluationCallback JSONL, or a folder holding one",
+    )
+    versus.add_argument(
+        "--sft-training-log", type=Path, default=None, metavar="PATH", help="the same, of the SFT run"
+    )
+    versus.add_argument(
+        "--markdown", type=Path, default=None, metavar="PATH", help="write the report (§6.2) to this file"
+    )
+    versus.add_argument(
+        "--sft-params",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the SFT model's parameter count (default: the PEFT adapter's base model's)",
+    )
+    versus.add_argument("--alpha", type=float, default=0.05, help="significance level of the paired tests")
+    versus.add_argument(
+        "--require-measured",
+        action="store_true",
+        help="a primary criterion that could not be measured fails too",
+    )
+    for name, help_text in (
+        ("max_performance_loss", "largest performance loss against SFT on any benchmark"),
+        ("min_parameter_reduction", "smallest parameter reduction"),
+        ("min_memory_saving", "smallest peak-memory saving"),
+        ("min_time_reduction", "smallest training-time reduction"),
+        ("max_fluency_loss", "largest perplexity rise against SFT on Japanese text"),
+    ):
+        versus.add_argument(
+            "--" + name.replace("_", "-"),
+            type=float,
+            default=getattr(default, name),
+            metavar="SHARE",
+            help=f"{help_text}, a share (default {getattr(default, name):g})",
+        )
+    return versus
+
+
+def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
+    if args.sft_params is not None and args.sft_params < 1:
+        parser.error(f"--sft-params must be a parameter count >= 1, got {args.sft_params}")
+    try:
+        criteria = peft_sft.Criteria(
+            max_performance_loss=args.max_performance_loss,
+            min_parameter_reduction=args.min_parameter_reduction,
+            min_memory_saving=args.min_memory_saving,
+            min_time_reduction=args.min_time_reduction,
+            max_fluency_loss=args.max_fluency_loss,
+        )
+    except ValueError as exc:
+        parser.error(str(exc).replace("_", "-"))
+    try:
+        peft, sft = peft_sft.load_sides(
+            args.peft,
+            args.sft,
+            peft_column=args.peft_column,
+            sft_column=args.sft_column,
+            peft_training_log=args.peft_training_log,
+            sft_training_log=args.sft_training_log,
+        )
+    except peft_sft.PeftSftError as exc:
+        print(f"llmeval: {exc}", file=sys.stderr)
+        return 2
+    comparison = peft_sft.compare(peft, sft, criteria, alpha=args.alpha, sft_params=args.sft_params)
+    print(peft_sft.render_table(comparison))
+    if args.markdown is not None:
+        try:
+            write_text_atomic(args.markdown, peft_sft.markdown_report(comparison))
+        except OSError as exc:
+            print(f"llmeval: cannot write {args.markdown}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"llmeval: wrote the report to {args.markdown}", file=sys.stderr)
+    return 1 if peft_sft.primary_failed(comparison, require_measured=args.require_measured) else 0
 
 
 def _ints(text: str) -> list[int]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     # scipy is imported on first use, not when the plugin (which re-exports these helpers) is loaded.
     from pytest_llmeval.models import LLM
+    from pytest_llmeval.peft_sft import Comparison, Criteria, Log, Results
     from pytest_llmeval.perplexity import PerplexityResult
     from pytest_llmeval.stats import PairedComparison, Values
 
@@ -87,6 +88,49 @@ def assert_parameter_efficiency(llm: LLM, *, max_ratio: float = 0.01) -> dict[st
         raise AssertionError(
             f"{llm.name} holds {ratio:.3%} of the parameters ({found['trainable_params']:,} of "
             f"{found['total_params']:,}), more than max_ratio {max_ratio:.3%}"
+        )
+    return found
+
+
+def assert_peft_vs_sft(
+    peft: Results,
+    sft: Results | None = None,
+    *,
+    peft_column: str | None = None,
+    sft_column: str | None = None,
+    peft_training_log: Log | None = None,
+    sft_training_log: Log | None = None,
+    criteria: Criteria | None = None,
+    alpha: float = 0.05,
+    sft_params: int | None = None,
+    require_measured: bool = False,
+) -> Comparison:
+    """Pass unless a primary success criterion of the adaptation document (§7.2) fails for the PEFT side
+    against the SFT side (pytest_llmeval.peft_sft.compare); returns the comparison.
+
+    peft, sft: results.json paths or documents (sft None: two columns of one document); the training logs
+    (a trainer_state.json, an EvaluationCallback JSONL, a folder) measure memory, time and convergence.
+    require_measured: a primary criterion that could not be measured fails too.
+    """
+    from pytest_llmeval import peft_sft
+
+    sides = peft_sft.load_sides(
+        peft,
+        sft,
+        peft_column=peft_column,
+        sft_column=sft_column,
+        peft_training_log=peft_training_log,
+        sft_training_log=sft_training_log,
+    )
+    found = peft_sft.compare(
+        *sides, criteria or peft_sft.DEFAULT_CRITERIA, alpha=alpha, sft_params=sft_params
+    )
+    failed = peft_sft.primary_failed(found, require_measured=require_measured)
+    if failed:
+        lines = [peft_sft.criterion_line(c) for c in found["criteria"] if c["name"] in failed]
+        raise AssertionError(
+            f"PEFT {sides[0].label} against SFT {sides[1].label}: {len(failed)} primary criterion(s) "
+            "not met:\n  " + "\n  ".join(lines)
         )
     return found
 
