@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def build(config_dir: Path, work: Path) -> tuple[Path, Path]:
-    """Random-weight SmolLM2-135M and a random LoRA adapter for it, saved under `work`."""
+    """Random-weight SmolLM2-135M and a random LoRA adapter for it, saved under `work` (and a second adapter,
+    adapter-random2)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -48,6 +49,10 @@ def build(config_dir: Path, work: Path) -> tuple[Path, Path]:
         init_lora_weights=False,
     )
     get_peft_model(model, lora).save_pretrained(adapter)
+    # A second adapter of other random weights, for the run with two adapters on one set of base weights.
+    torch.manual_seed(1)
+    again = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    get_peft_model(again, lora).save_pretrained(work / "adapter-random2")
     return base, adapter
 
 

@@ -412,8 +412,6 @@ def train(args: argparse.Namespace) -> None:
         tokenizer, replay_rows, eos=[bool(r["stopped"]) for r in replay_rows], system=cfg.system
     )
 
-    # load() switches autograd off process-wide (inference only); training needs it back on.
-    torch.set_grad_enabled(True)
     seed_everything(cfg.seed)
     n_layers = int(model.config.num_hidden_layers)
     layers = list(range(n_layers - cfg.top_layers, n_layers))
