@@ -128,6 +128,7 @@ def train(variant: str, base: Path, out: Path, args: argparse.Namespace) -> dict
         "analysis": analyse(log, window=min(50, max(1, args.steps // 3))),
         "last_memory": memory[-1] if memory else None,
         "measures": [(m["step"], round(m["perplexity"], 2)) for m in measures],
+        "measure_peaks": [m.get("peak_allocated_bytes") for m in measures],
         "end": end,
     }
     del trainer, model
@@ -177,7 +178,8 @@ def main() -> int:
             f"{mib(m['gradients_bytes'])}, optimizer {mib(m['optimizer_state_bytes'])}, activations "
             f"{mib(m.get('activations_bytes'))}; allocated {mib(m.get('allocated_bytes'))}, reserved "
             f"{mib(m.get('reserved_bytes'))}, interval peak {mib(m.get('peak_allocated_bytes'))}; "
-            f"run peak {mib(end.get('peak_allocated_bytes') or end.get('peak_rss_bytes'))}"
+            f"run peak {mib(end.get('peak_allocated_bytes') or end.get('peak_rss_bytes'))}; the callback's "
+            f"perplexity measurements' own peaks {[mib(p) for p in r['measure_peaks']]}"
         )
         if cuda and (m.get("device") != "cuda" or "allocated_bytes" not in m):
             failures.append(f"{v}: memory event without CUDA figures: {m}")

@@ -85,7 +85,7 @@ o = os.environ["R"]
 a, b = (json.load(open(f"{o}/mixed_n{n}.json")) for n in (0, 2))
 rows = lambda d: {r["id"]: (r["models"]["base"]["score"], r["models"]["adapter"]["score"], r["error"]) for r in d["benchmarks"][0]["rows"]}
 ra, rb = rows(a), rows(b)
-print("mixed rows, serial vs -n 2 equal:", ra == rb, "; devices:", a["hardware"]["device"], b["hardware"]["device"])
+print("mixed rows, serial vs -n 2 equal:", ra == rb, "; hardware:", a["hardware"], "/", b["hardware"])
 print("judge:", ra["judge"][2] or ra["judge"][0])
 print("perplexity:", a["benchmarks"][0]["perplexity"]["base"]["perplexity"], a["benchmarks"][0]["perplexity"]["adapter"]["perplexity"])
 pick = lambda score: (score or {}).get("predicted", (score or {}).get("value"))

@@ -14,7 +14,9 @@ object per line, each with "event" and "step" (the optimizer step, the Trainer's
   runs, so the peak is where they show). On CPU, peak_rss_bytes: the process's peak resident memory.
 - "measure", every `measure_every` steps (default 500) when `benchmark` names a benchmark file: the
   token-weighted perplexity of its perplexity rows under the model being trained (pytest_llmeval.perplexity,
-  with each row's window), with cross_entropy, n_tokens and n_texts.
+  with each row's window), with cross_entropy, n_tokens and n_texts; on CUDA its own peak_allocated_bytes,
+  which the memory events and the run's peak leave out (they are the training's; on CPU the process's peak
+  resident memory cannot be reset, so there it includes the measurements).
 - "end", when training ends (§2.3): total_training_time_s (wall clock from train begin to end, evaluations
   included, as the Trainer's train_runtime), n_steps, time_per_step_s, steps_per_hour; tokens and
   tokens_per_second when the Trainer counted input tokens (include_num_input_tokens_seen=True: transformers
@@ -78,7 +80,8 @@ class EvaluationCallback(TrainerCallback):
         self._start = 0.0
         self._first_step = 0
         self._first_tokens = 0
-        self._peak_allocated = 0
+        self._peak_allocated = 0  # the training's CUDA peak so far (the callback's own measurements aside)
+        self._interval_peak = 0  # the current memory interval's peak up to a measurement, which resets it
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -178,9 +181,10 @@ class EvaluationCallback(TrainerCallback):
         device = params[0].device if params else torch.device("cpu")
         if device.type != "cuda":
             return {"device": device.type, **parts, **self._peaks(model)}
-        peak = torch.cuda.max_memory_allocated(device)
+        peak = max(self._interval_peak, torch.cuda.max_memory_allocated(device))
         self._peak_allocated = max(self._peak_allocated, peak)
         torch.cuda.reset_peak_memory_stats(device)  # the next event's peak is its own interval's
+        self._interval_peak = 0
         return {
             "device": "cuda",
             **parts,
@@ -201,6 +205,15 @@ class EvaluationCallback(TrainerCallback):
 
     def _measure(self, model: Any, tokenizer: Any) -> dict[str, Any]:
         """Perplexity of the benchmark's perplexity rows, token-weighted over all rows (§1.1)."""
+        device = next(model.parameters()).device
+        if device.type == "cuda":
+            # Training memory is the Trainer's, not this callback's: the peak so far is kept, and the
+            # measurement's own peak is recorded apart and then forgotten (a GPU's counter can be reset;
+            # a CPU process's peak resident memory cannot, so on CPU it includes the measurements).
+            peak = torch.cuda.max_memory_allocated(device)
+            self._interval_peak = max(self._interval_peak, peak)
+            self._peak_allocated = max(self._peak_allocated, peak)
+            torch.cuda.reset_peak_memory_stats(device)
         training = model.training
         model.eval()  # no dropout while measuring
         try:
@@ -210,6 +223,10 @@ class EvaluationCallback(TrainerCallback):
             ]
         finally:
             model.train(training)
+        own: dict[str, Any] = {}
+        if device.type == "cuda":
+            own["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
         nll = math.fsum(r.total_nll for r in results)
         tokens = sum(r.n_tokens for r in results)
         cross_entropy = nll / tokens
@@ -219,6 +236,7 @@ class EvaluationCallback(TrainerCallback):
             "cross_entropy": cross_entropy,
             "n_tokens": tokens,
             "n_texts": sum(len(texts) for texts in self._texts.values()),
+            **own,
         }
 
 
