@@ -426,17 +426,25 @@ def revision_of(path: str | Path) -> str | None:
     return None
 
 
-def zero_lora_adapters(model: Any) -> list[str]:
-    """The LoRA adapters loaded on `model` whose every B matrix is zero (peft's initialisation): adding
-    them changes no output. Adapters of other kinds (no lora_B weights) are not judged."""
-    found: dict[str, bool] = {}
-    for name, parameter in model.named_parameters():
-        parts = name.split(".")
-        for marker in ("lora_B", "lora_embedding_B"):
-            if marker in parts and parts.index(marker) + 1 < len(parts):
-                adapter = parts[parts.index(marker) + 1]
-                found[adapter] = found.get(adapter, True) and not bool(parameter.detach().any())
-    return sorted(adapter for adapter, zero in found.items() if zero)
+def lora_b_all_zero(adapter: Path) -> bool | None:
+    """Whether every LoRA B matrix in the adapter's weights file is zero (peft's initialisation, a save
+    before training: the adapter changes no output), read from the file, so that results.json says the
+    same whether or not the run loaded the weights (a run served from the cache never does). None for an
+    adapter with no LoRA B matrix (another kind) or no safetensors file."""
+    from safetensors import safe_open
+
+    weights = adapter_weights(adapter)
+    if weights is None or weights.suffix != ".safetensors":
+        return None
+    found = False
+    with safe_open(str(weights), framework="pt") as f:
+        for key in f.keys():
+            parts = key.split(".")
+            if "lora_B" in parts or "lora_embedding_B" in parts:
+                found = True
+                if bool(f.get_tensor(key).any()):
+                    return False
+    return True if found else None
 
 
 def check_adapter_fits(adapter: Path, base_path: str) -> None:

@@ -35,7 +35,9 @@ def noop(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return noop_adapter(tiny_model, tmp_path_factory.mktemp("noop") / "noop")
 
 
-def run(pytester: pytest.Pytester, tiny_model: Path, adapter: Path) -> tuple[pytest.RunResult, dict]:
+def run(
+    pytester: pytest.Pytester, tiny_model: Path, adapter: Path, *, cache: bool = False
+) -> tuple[pytest.RunResult, dict]:
     pytester.makeini("[pytest]\n")
     config = {"max_new_tokens": 4}
     pytester.makefile(
@@ -45,7 +47,7 @@ def run(pytester: pytest.Pytester, tiny_model: Path, adapter: Path) -> tuple[pyt
         f"--base-model={tiny_model}",
         f"--adapter={adapter}",
         "--llmeval-domain=task*",
-        "--llmeval-no-cache",
+        *([] if cache else ["--llmeval-no-cache"]),
         "-k",
         "not size and not difficulty and not edge and not held",
     )
@@ -72,6 +74,25 @@ def test_a_trained_lora_is_not(pytester: pytest.Pytester, tiny_model: Path, tiny
     assert doc["benchmarks"][0]["adapter_effect"] == "changed"
     assert next(m for m in doc["models"] if m["kind"] == "adapter")["lora_b_all_zero"] is False
     assert "NO ADAPTER EFFECT" not in result.stdout.str()
+
+
+def test_lora_b_all_zero_is_read_from_the_file(tiny_adapter: Path, noop: Path, tmp_path: Path) -> None:
+    from pytest_llmeval.models import lora_b_all_zero
+
+    assert lora_b_all_zero(noop) is True
+    assert lora_b_all_zero(tiny_adapter) is False
+    assert lora_b_all_zero(tmp_path) is None  # no weights file
+
+
+def test_a_run_served_from_the_cache_says_the_same(
+    pytester: pytest.Pytester, tiny_model: Path, noop: Path
+) -> None:
+    """The second run loads no weights (every output is cached): results.json must not lose the flag."""
+    _, first = run(pytester, tiny_model, noop, cache=True)
+    _, again = run(pytester, tiny_model, noop, cache=True)
+    assert again["inference_config"]["cache"]["misses"] == {"base": 0, "adapter": 0}
+    assert [m.get("lora_b_all_zero") for m in again["models"]] == [None, True]
+    assert first["models"] == again["models"]
 
 
 def test_adapter_effect_compares_texts_and_measurements() -> None:
