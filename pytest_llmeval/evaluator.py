@@ -54,10 +54,11 @@ from pytest_llmeval.records import (
     row_record,
     variant_of,
 )
-from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison
+from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison, training_entry
 from pytest_llmeval.roster import Member, Roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS, Score
+from pytest_llmeval.training import TrainingLog
 
 if TYPE_CHECKING:
     # Imported where used: the plugin imports this module at pytest's start, and runs without an endpoint
@@ -87,6 +88,18 @@ class GateOptions:
     # decided by an anytime-valid test (early_stop); seed: --llmeval-seed.
     sequential: bool = False
     seed: int = 0
+    # --llmeval-training-gates: converged and no_overfitting of a column with a training log warn (pass
+    # with a warning), fail, or are not made ("off"); --llmeval-training-window: training.analyse's window.
+    training_gates: str = "warn"
+    training_window: int = 50
+
+
+@dataclass(frozen=True)
+class TrainingEvidence:
+    """A column's training log, read when the run is configured (identically in every process)."""
+
+    log: TrainingLog
+    found: str  # "--llmeval-training-log", or "adapter folder" (found there without the option)
 
 
 @dataclass(frozen=True)
@@ -374,6 +387,11 @@ class Evaluator:
     _prefetched_chunk: str | None = None
     _predictions: list[Prediction] | None = None
     _training: list[gates.TrainingRow] | None = None
+    # column -> its training log (plugin._training_logs); their results.json entries, worked out once.
+    training_logs: dict[str, TrainingEvidence] = field(default_factory=dict)
+    # Every training log named or found, read or not: data, never collected as a benchmark.
+    training_files: tuple[Path, ...] = ()
+    _training_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
     _cache_identity: ModelIdentity | None = None
     _column_identities: dict[str, ModelIdentity] = field(default_factory=dict)
     _fingerprints: dict[str, str | None] = field(default_factory=dict)  # models_meta(), per column
@@ -2156,6 +2174,8 @@ class Evaluator:
         for entry in entries:
             column = str(entry["column"])
             entry["backend"] = self.backend
+            if column in self.training_logs:
+                entry["training"] = self.training_meta(column)
             if self.served:
                 entry["fingerprint"] = None
                 entry["served"] = self._served_meta(column)
@@ -2165,17 +2185,16 @@ class Evaluator:
             if entry["kind"] == "adapter":
                 entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
                 if self._loaded is not None:
-                    from pytest_llmeval.models import parameter_efficiency
+                    from pytest_llmeval.models import lora_b_all_zero, parameter_efficiency
 
                     entry["parameter_efficiency"] = parameter_efficiency(
                         Path(str(entry["source"])), self._loaded.base.path
                     )
-                holder = self._column_models.get(column, self._loaded)
-                if holder is not None and holder.weights_loaded and column in holder.adapters:
-                    from pytest_llmeval.models import zero_lora_adapters
-
                     # B = 0 (peft's initialisation, a save before training): the adapter changes nothing.
-                    entry["lora_b_all_zero"] = column in zero_lora_adapters(holder.model)
+                    # Read from the file: the same whether or not this run loaded the weights.
+                    zero = lora_b_all_zero(Path(str(entry["source"])))
+                    if zero is not None:
+                        entry["lora_b_all_zero"] = zero
         if self._loaded is not None or self._served is not None:
             self._models_meta = [dict(entry) for entry in entries]
         return entries
@@ -2275,6 +2294,50 @@ class Evaluator:
             self._training = [] if path is None else gates.load_training_data(path)
         return self._training
 
+    def training_gates(self) -> list[tuple[Member, str]]:
+        """(column, gate) of every training gate item: each gated column with a training log, in the
+        roster's order, unless --llmeval-training-gates=off."""
+        if self.options.gate_options.training_gates == "off":
+            return []
+        return [
+            (member, gate)
+            for member in self.roster.gated
+            if member.side in self.training_logs
+            for gate in gates.TRAINING_GATES
+        ]
+
+    def training_verdict(self, column: str, gate: str) -> gates.Verdict:
+        """A training gate's verdict for a column's log: "warn" where its criterion fails, unless
+        --llmeval-training-gates=fail."""
+        opts = self.options.gate_options
+        log = self.training_logs[column].log
+        strict = opts.training_gates == "fail"
+        if gate == "converged":
+            return gates.converged(log, window=opts.training_window, strict=strict)
+        if gate == "no_overfitting":
+            return gates.no_overfitting(log, smoothing=opts.training_window, strict=strict)
+        raise ValueError(f"unknown training gate {gate!r} (known: {', '.join(gates.TRAINING_GATES)})")
+
+    def training_meta(self, column: str) -> dict[str, Any] | None:
+        """A column's results.json `training` (results.training_entry); None without a training log. The
+        gates' verdicts are the ones its gate items give (computed alike, from the same log)."""
+        evidence = self.training_logs.get(column)
+        if evidence is None:
+            return None
+        if column not in self._training_meta:
+            verdicts = {
+                gate: self.training_verdict(column, gate).to_json()
+                for member, gate in self.training_gates()
+                if member.side == column
+            }
+            self._training_meta[column] = training_entry(
+                evidence.log,
+                found=evidence.found,
+                window=self.options.gate_options.training_window,
+                gates=verdicts,
+            )
+        return self._training_meta[column]
+
     def _sequential_meta(self) -> dict[str, Any] | None:
         """What results.json needs to reach the decisions the workers reached (early_stop.Settings)."""
         settings = self.sequential_settings() if self.rows else None
@@ -2367,6 +2430,8 @@ class Evaluator:
             # The top level's adapter (LocoLLM's document): the first adapter's, as results.json's top.
             first = next((m for m in meta["models"] if m.get("parameter_efficiency")), None)
             meta["parameter_efficiency"] = None if first is None else first["parameter_efficiency"]
+            adapters = self.roster.adapters
+            meta["training"] = self.training_meta(adapters[0].side) if adapters else None
         if self.served:
             return self._served_run_meta(meta)
         if self._loaded is None:

@@ -184,3 +184,42 @@ def matrix_lines(matrix: Mapping[str, Any] | None) -> list[str]:
     if any(model["kind"] == "reference" for model in matrix["models"]):
         lines.append(REFERENCE_NOTE)
     return lines
+
+
+# Spike steps a training summary lists before it says how many more there are.
+_SPIKES_LISTED = 5
+
+
+def steps_list(steps: Sequence[int], limit: int = _SPIKES_LISTED) -> str:
+    """`26, 30 and 41`, or the first `limit` steps and `and 7 more`."""
+    shown = [str(s) for s in steps[:limit]]
+    if len(steps) > limit:
+        return f"{', '.join(shown)} and {len(steps) - limit} more"
+    return " and ".join([", ".join(shown[:-1]), shown[-1]]) if len(shown) > 1 else "".join(shown)
+
+
+def training_summary(entry: Mapping[str, Any]) -> str:
+    """A column's results.json `training` in one line: final loss, convergence step, overfitting onset and
+    gradient spikes, as the terminal summary and the HTML report both say it."""
+    final = entry.get("final_loss")
+    converged = entry.get("convergence_step")
+    overfitting = entry.get("overfitting") or {}
+    spikes = list((entry.get("grad_norm") or {}).get("spikes") or [])
+    if overfitting.get("detected"):
+        overfit = f"overfitting from step {overfitting['onset_step']}"
+    elif overfitting.get("best_step") is None:
+        overfit = "no eval loss logged"
+    else:
+        overfit = "no overfitting detected"
+    if spikes:
+        spiked = f"gradient spike{'s' if len(spikes) > 1 else ''} at step{'s' if len(spikes) > 1 else ''} "
+        spiked += steps_list(spikes)
+    else:
+        spiked = "no gradient spikes"
+    parts = [
+        f"final loss {MISSING if final is None else format(float(final), '.4g')}",
+        f"converged at step {converged}" if converged is not None else "not converged",
+        overfit,
+        spiked,
+    ]
+    return f"{', '.join(parts)} ({entry.get('n_steps')} steps)"

@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_llmeval.benchmark import Case, JsonlDecodeError, jsonl_objects, jsonl_text
 from pytest_llmeval.formatting import level, name_of_test, p_value
+from pytest_llmeval.training import (
+    TrainingLog,
+    assert_converged,
+    assert_no_overfitting,
+    convergence_step,
+    overfitting,
+)
 
 if TYPE_CHECKING:
     # A type name only: gates must not import prompts at run time (prompts imports nothing from gates).
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     # Only attributes are read at run time: importing stats here would pull in scipy for a type name.
     from pytest_llmeval.stats import PairedComparison
 
+# A benchmark file's gates.
 GATES: tuple[str, ...] = (
     "better_than_base",
     "no_degradation",
@@ -38,6 +46,8 @@ GATES: tuple[str, ...] = (
     "edge_cases",
     "held_out",
 )
+# Gates on how a column trained, from its training log (one item per column, not per benchmark file).
+TRAINING_GATES: tuple[str, ...] = ("converged", "no_overfitting")
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
 
 # Far above the rounding error of a mean of a million scores (~1e-10), far below any meaningful threshold.
@@ -61,8 +71,11 @@ class Verdict:
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.gate not in GATES:
-            raise ValueError(f"unknown gate {self.gate!r} (known: {', '.join(GATES)})")
+        if self.gate not in (*GATES, *TRAINING_GATES):
+            raise ValueError(
+                f"unknown gate {self.gate!r} (known: {', '.join(GATES)}), nor a training gate "
+                f"({', '.join(TRAINING_GATES)})"
+            )
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r} (known: {', '.join(STATUSES)})")
 
@@ -242,6 +255,76 @@ def no_regression(
             gate, "pass", f"{summary}: lower but not significantly, {test} >= {cmp.alpha:g}", details
         )
     return Verdict(gate, "pass", f"{summary}: no regression", details)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training gates: verdicts from a column's training log (training.py's assertions say what is wrong)
+
+# What a training gate whose criterion fails says when it only warns.
+_WARN_ONLY = "warn only: --llmeval-training-gates=fail makes it fail"
+
+
+def converged(
+    log: TrainingLog, *, window: int = 50, tolerance: float = 0.05, strict: bool = False
+) -> Verdict:
+    """Did the training loss converge (training.convergence_step)? Not converged: "warn", or "fail" when
+    `strict`; the message is assert_converged's, which names the step where the loss was still moving."""
+    details: dict[str, Any] = {"window": window, "tolerance": tolerance, "strict": strict}
+    try:
+        assert_converged(log, window=window, tolerance=tolerance)
+    except AssertionError as exc:
+        if strict:
+            return Verdict("converged", "fail", str(exc), details)
+        return Verdict("converged", "warn", f"{exc} ({_WARN_ONLY})", details)
+    step = convergence_step(log, window=window, tolerance=tolerance)
+    return Verdict(
+        "converged",
+        "pass",
+        f"{log.source}: training loss converged at step {step} (within {tolerance:.0%} of its final value "
+        f"from there to step {log.steps[-1]}, window={window})",
+        {**details, "convergence_step": step},
+    )
+
+
+def no_overfitting(
+    log: TrainingLog,
+    *,
+    patience: int = 3,
+    min_rise: float = 0.02,
+    smoothing: int = 50,
+    strict: bool = False,
+) -> Verdict:
+    """Does the validation loss stay down while the training loss falls (training.overfitting)?
+
+    Overfitting: "warn", or "fail" when `strict`, with assert_no_overfitting's message (the onset step and
+    the eval losses from there). Too few evaluations to tell: "skip", which says how to log them.
+    """
+    details: dict[str, Any] = {
+        "patience": patience,
+        "min_rise": min_rise,
+        "smoothing": smoothing,
+        "strict": strict,
+    }
+    try:
+        assert_no_overfitting(log, patience=patience, min_rise=min_rise, smoothing=smoothing)
+    except AssertionError as exc:
+        found = overfitting(log, patience=patience, min_rise=min_rise, smoothing=smoothing)
+        details.update(found)
+        if len(log.eval_loss) < patience + 1:
+            return Verdict("no_overfitting", "skip", str(exc), details)
+        if strict:
+            return Verdict("no_overfitting", "fail", str(exc), details)
+        return Verdict("no_overfitting", "warn", f"{exc} ({_WARN_ONLY})", details)
+    found = overfitting(log, patience=patience, min_rise=min_rise, smoothing=smoothing)
+    best = found["best_step"]
+    lowest = min(log.eval_loss)
+    return Verdict(
+        "no_overfitting",
+        "pass",
+        f"{log.source}: no overfitting in {len(log.eval_loss)} evaluations (lowest eval loss {lowest:.4g} "
+        f"at step {best}; the last, at step {log.eval_steps[-1]}, {log.eval_loss[-1]:.4g})",
+        {**details, **found},
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case
 from pytest_llmeval.evaluator import GATE_PREFIX, Evaluator, RowError, RowResult
-from pytest_llmeval.gates import gate_names, in_domain
+from pytest_llmeval.gates import Verdict, gate_names, in_domain
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BASE, BenchmarkInfo, GateRecord, RowRecord, gate_record, partner, score
+from pytest_llmeval.roster import Member
 from pytest_llmeval.scorers import SCORERS, custom, read_benchmark
 
 # The evaluator of this process (every process), and the recorder (the controller only).
@@ -267,18 +269,7 @@ class GateItem(BenchmarkItem):
         verdict, statistics = run.evaluate_gate(self.benchmark, self.gate, self.column)
         model = self.column if run.roster.several and run.options.predictions is None else None
         self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model)
-        if verdict.status == "skip":
-            pytest.skip(f"{self.benchmark}: gate {self.label}: {verdict.message}")
-        if verdict.status == "warn":
-            # Attributed to the benchmark file, not to this line: that is where the user has to look.
-            warnings.warn_explicit(
-                LLMEvalGateWarning(f"gate {self.label}: {verdict.message}"),
-                LLMEvalGateWarning,
-                filename=str(self.path),
-                lineno=1,
-            )
-        if verdict.status == "fail":
-            raise GateFailed(verdict.message)
+        _conclude(verdict, self.label, self.path, where=self.benchmark)
 
     def repr_failure(
         self,
@@ -291,3 +282,85 @@ class GateItem(BenchmarkItem):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"{self.benchmark}::{self.name}"
+
+
+# The node id of the collector of training gates (plugin.pytest_make_collect_report): no path has "::".
+TRAINING_NODE = "llmeval::training"
+
+
+class TrainingGates(pytest.Collector):
+    """The training gates of the run: each column with a training log gets converged and no_overfitting
+    (Evaluator.training_gates), in the roster's order."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for member, gate in self.config.stash[EVALUATOR_KEY].training_gates():
+            yield TrainingGateItem.make(self, member, gate)
+
+
+class TrainingGateItem(pytest.Item):
+    """A gate on how a column trained (`<name>::gate::converged`), judged from its training log.
+
+    No benchmark file holds it: its node id is its own, under the collector TrainingGates. Its verdict is
+    not sent to the recorder on the report: every process reads the same log, and results.json's `training`
+    gives the same verdict (Evaluator.training_meta)."""
+
+    def __init__(self, *, gate: str, column: str, shown: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = gate
+        self.column = column  # the column's key in row records (`adapter` for a lone adapter)
+        self.shown = shown  # what reports call it (the adapter's name)
+        self.add_marker("gate")
+        self.extra_keyword_matches.add(shown)  # `-k date-iso` selects its training gates too
+
+    @classmethod
+    def make(cls, parent: TrainingGates, member: Member, gate: str) -> TrainingGateItem:
+        """The training gate `gate` of a column (roster.Member) with a training log."""
+        log = parent.config.stash[EVALUATOR_KEY].training_logs[member.side].log
+        item: TrainingGateItem = cls.from_parent(
+            parent,
+            name=f"{GATE_PREFIX}{gate}",
+            nodeid=f"{member.name}::{GATE_PREFIX}{gate}",
+            path=log.source.absolute(),  # pytest wants absolute paths; the message keeps the log's own
+            gate=gate,
+            column=member.side,
+            shown=member.name,
+        )
+        return item
+
+    @property
+    def label(self) -> str:
+        """`converged[date-iso]`, as a benchmark's gates name their column (the message names the log)."""
+        return f"{self.gate}[{self.shown}]"
+
+    def runtest(self) -> None:
+        verdict = self.config.stash[EVALUATOR_KEY].training_verdict(self.column, self.gate)
+        _conclude(verdict, self.label, self.path)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str:
+        if isinstance(excinfo.value, GateFailed):
+            return f"gate {self.label} failed: {excinfo.value}"
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.nodeid
+
+
+def _conclude(verdict: Verdict, label: str, path: Path, *, where: str | None = None) -> None:
+    """A gate item's outcome from its verdict: a skip, a pass with a warning, a failure, or a pass."""
+    if verdict.status == "skip":
+        pytest.skip(f"{where + ': ' if where else ''}gate {label}: {verdict.message}")
+    if verdict.status == "warn":
+        # Attributed to the file the gate judged (the benchmark, the training log), not to this line: that
+        # is where the user has to look.
+        warnings.warn_explicit(
+            LLMEvalGateWarning(f"gate {label}: {verdict.message}"),
+            LLMEvalGateWarning,
+            filename=str(path),
+            lineno=1,
+        )
+    if verdict.status == "fail":
+        raise GateFailed(verdict.message)

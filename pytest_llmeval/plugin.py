@@ -25,6 +25,7 @@ from pytest_llmeval.evaluator import (
     RowRef,
     RunOptions,
     ServedLLM,
+    TrainingEvidence,
     row_predicate,
 )
 from pytest_llmeval.generation import OVERFLOW_POLICIES
@@ -35,7 +36,17 @@ from pytest_llmeval.inputs import (
     check_output_folder,
     option_path_values,
 )
-from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY, BenchmarkFile, CaseItem, GateItem
+from pytest_llmeval.items import (
+    EVALUATOR_KEY,
+    RECORDER_KEY,
+    TRAINING_NODE,
+    BenchmarkFile,
+    CaseItem,
+    GateItem,
+    LLMEvalWarning,
+    TrainingGateItem,
+    TrainingGates,
+)
 from pytest_llmeval.models import (
     LLM,
     OFFLINE_ENV,
@@ -399,6 +410,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the adapter's training JSONL for the held_out gate (default: the adapter folder's train.jsonl)",
     )
     group.addoption(
+        "--llmeval-training-log",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="the adapter's training log: a Trainer's trainer_state.json, EvaluationCallback's JSONL, or a "
+        "folder holding one (default: the one in the adapter folder, if any). NAME=PATH: the log of the "
+        "column NAME when several run. Repeatable. Analysed into results.json `training`, the report's "
+        "curves, and the gates converged and no_overfitting",
+    )
+    group.addoption(
+        "--llmeval-training-gates",
+        choices=("warn", "fail", "off"),
+        default="warn",
+        help="<name>::gate::converged and ::no_overfitting of a column with a training log: pass with a "
+        "warning when the criterion fails (default warn), fail, or are not made (off)",
+    )
+    group.addoption(
+        "--llmeval-training-window",
+        type=_positive_int,
+        default=50,
+        metavar="N",
+        help="the training log's analysis window in logged steps: the final loss is the mean of the last N, "
+        "the loss has converged once its N-step mean stays within 5%% of that for N steps, a gradient norm "
+        "is a spike against the N before it (default 50, as the adaptation document)",
+    )
+    group.addoption(
         "--llmeval-previous",
         type=_path,
         default=None,
@@ -686,6 +723,8 @@ def pytest_configure(config: pytest.Config) -> None:
         slice_keys=tuple(opt.llmeval_slice_gate),
         sequential=opt.llmeval_sequential,
         seed=opt.llmeval_seed,
+        training_gates=opt.llmeval_training_gates,
+        training_window=opt.llmeval_training_window,
     )
     if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
         raise pytest.UsageError(
@@ -734,7 +773,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if spool:
             store = RowStore(Path(spool), str(config.workerinput["workerid"]))  # type: ignore[attr-defined]
     config.addinivalue_line("markers", "gate: a gate of a benchmark file (better_than_base, size, ...)")
-    run = Evaluator(options=options, store=store, baselines=baselines)
+    logs, unread = _training_logs(config, roster)
+    run = Evaluator(
+        options=options,
+        store=store,
+        baselines=baselines,
+        training_logs=logs,
+        training_files=(*(e.log.source for e in logs.values()), *unread),
+    )
     config.stash[EVALUATOR_KEY] = run
     if not _is_worker(config):
         _check_training_data(config, run)
@@ -767,6 +813,7 @@ PATH_OPTIONS = (
     "--llmeval-ppl-model",
     "--llmeval-judge-model",
     "--llmeval-model",
+    "--llmeval-training-log",
 )
 
 
@@ -830,6 +877,97 @@ def _roster(config: pytest.Config, adapters: Sequence[Path], served: Sequence[st
         )
     except (RosterError, ModelError) as exc:
         raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def _training_logs(config: pytest.Config, roster: Roster) -> tuple[dict[str, TrainingEvidence], list[Path]]:
+    """Each column's training log: --llmeval-training-log's, else the one its adapter folder holds; and the
+    logs found in adapter folders that could not be read.
+
+    Read in every process alike (xdist workers run the training gates), from the same files: the same
+    verdicts and results.json entries everywhere. A log the option names must be readable (a usage error
+    naming the option and the file otherwise); one found in an adapter folder that cannot be read is left
+    out with a warning, and the run goes on without it.
+    """
+    from pytest_llmeval.training import TrainingLogError, find_log, read_log
+
+    out: dict[str, TrainingEvidence] = {}
+    unread: list[Path] = []
+    for side, value in _training_log_options(config.option.llmeval_training_log, roster).items():
+        path = config.invocation_params.dir / Path(value).expanduser()
+        try:
+            out[side] = TrainingEvidence(read_log(path), "--llmeval-training-log")
+        except TrainingLogError as exc:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log {value}: {_first_problem(exc)}"
+            ) from None
+        except OSError as exc:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log {value}: cannot read {exc.filename or path} ({_why(exc)})"
+            ) from None
+    for member in roster.members:
+        if member.side in out or member.path is None or not member.path.is_dir():
+            continue
+        try:
+            found = find_log(member.path)
+        except TrainingLogError:
+            continue  # no log in the folder: nothing to analyse
+        try:
+            out[member.side] = TrainingEvidence(read_log(found), "adapter folder")
+        except (TrainingLogError, OSError) as exc:
+            unread.append(found)
+            problem = _first_problem(exc) if isinstance(exc, TrainingLogError) else f"{found}: {_why(exc)}"
+            if not _is_worker(config):  # said once, by the controller: every worker reads the same file
+                config.issue_config_time_warning(
+                    LLMEvalWarning(
+                        f"the training log in adapter {member.name}'s folder cannot be read, so the run has "
+                        f"no training analysis or gates for it: {problem} (fix the file, or name another "
+                        f"with --llmeval-training-log {member.name}=PATH)"
+                    ),
+                    stacklevel=2,
+                )
+    return out, unread
+
+
+def _training_log_options(values: Sequence[str], roster: Roster) -> dict[str, str]:
+    """--llmeval-training-log values by column: `NAME=PATH` for the column NAME (a name or column key),
+    a bare PATH for the only column beside the base."""
+    names = {m.name: m.side for m in roster.members} | {m.side: m.side for m in roster.members}
+    known = ", ".join(m.name for m in roster.members) or "none"
+    given: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if sep and name in names:
+            side, path = names[name], rest
+        elif sep and name and "/" not in name and not Path(value).expanduser().exists():
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log {value}: no column is named '{name}' (columns: {known})"
+            )
+        elif len(roster.members) == 1:
+            side, path = roster.members[0].side, value
+        elif not roster.members:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log {value}: a training log belongs to a model beside the "
+                "base: add the --adapter (or --llmeval-model) it trained"
+            )
+        else:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log {value}: several columns run ({known}): write NAME=PATH "
+                "to say whose log it is"
+            )
+        if side in given:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-training-log: two logs for {roster.member(side).name} ({given[side]} "
+                f"and {path}): give one"
+            )
+        given[side] = path
+    return given
+
+
+def _first_problem(exc: Exception) -> str:
+    """The first line of a multi-line error, and how many more there are: a usage error is one line."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    more = f" (and {len(lines) - 1} more problem(s))" if len(lines) > 1 else ""
+    return lines[0] + more
 
 
 def _prompt_options(config: pytest.Config, roster: Roster) -> PromptOptions:
@@ -1110,7 +1248,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkF
     options = parent.config.stash[EVALUATOR_KEY].options
     # Every adapter's training file is data, not a benchmark, whichever adapter the held_out gate reads.
     training = [find_training_file(a) for a in options.spec.adapters]
-    for other in (options.gate_options.train_data, options.predictions, *training):
+    # So are the training logs (EvaluationCallback's JSONL in an adapter folder), read or not.
+    logs = parent.config.stash[EVALUATOR_KEY].training_files
+    for other in (options.gate_options.train_data, options.predictions, *training, *logs):
         if other is not None and other.resolve() == file_path.resolve():
             return None
     from pytest_llmeval.prompts import is_fewshot_file
@@ -1126,9 +1266,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _keep_subset(config, items)
     # Gates run after every row they depend on: move them to the end, keeping every other order. Under
     # xdist this also puts them last in the scheduler's queue, so a gate waits as little as possible.
-    items[:] = [i for i in items if not isinstance(i, GateItem)] + [
-        i for i in items if isinstance(i, GateItem)
-    ]
+    gates = (GateItem, TrainingGateItem)
+    items[:] = [i for i in items if not isinstance(i, gates)] + [i for i in items if isinstance(i, gates)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    report = yield
+    # The training gates belong to no benchmark file: they get a collector of their own beside the session's
+    # top-level ones, so that pytest counts, selects (-k, -m) and reports them as every collected test.
+    # Every process collects the same (the logs were read at configure), as xdist requires. Not when the
+    # command line names only node ids (`bench.jsonl::r1`): those are the tests asked for.
+    config = collector.config
+    if isinstance(collector, pytest.Session) and report.passed and not all("::" in a for a in config.args):
+        if config.stash[EVALUATOR_KEY].training_gates():
+            report.result.append(TrainingGates.from_parent(collector, name="training", nodeid=TRAINING_NODE))
+    return report
 
 
 def _plan_order(items: list[pytest.Item]) -> None:

@@ -35,6 +35,7 @@ from pytest_llmeval.formatting import (
     p_value,
     percent,
     points,
+    training_summary,
 )
 from pytest_llmeval.records import ADAPTER, BASE
 from pytest_llmeval.results import NO_EFFECT
@@ -932,6 +933,168 @@ def _gates_html(gates: Mapping[str, Any]) -> list[str]:
     return out
 
 
+class _Series(NamedTuple):
+    """One line of a curve chart: [step, value] points in step order."""
+
+    label: str
+    colour: str
+    points: Sequence[Sequence[float]]
+    dots: bool = False  # a dot at every point (evaluations: few, and each one a measurement)
+
+
+class _Mark(NamedTuple):
+    """A step a curve chart marks: a vertical line (value None) or a dot on a point (a spike)."""
+
+    step: float
+    label: str
+    colour: str
+    value: float | None = None
+    dot: bool = False  # a dot at (step, value); at the top edge when value is None (a norm not finite)
+
+
+def _curve_svg(
+    chart_id: str, title: str, desc: str, series: Sequence[_Series], marks: Sequence[_Mark]
+) -> str:
+    """A line chart of curves over training steps (loss, eval loss, gradient norm), with marked steps."""
+    width, height, left, top, bottom, right = 520, 250, 56, 34, 40, 14
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = [float(p[0]) for s in series for p in s.points] + [m.step for m in marks]
+    ys = [float(p[1]) for s in series for p in s.points if p[1] is not None]
+    ys += [m.value for m in marks if m.value is not None]
+    x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    if x1 <= x0:
+        x0, x1 = x0 - 1, x1 + 1
+    pad = (y1 - y0) * 0.05 if y1 > y0 else max(abs(y0) * 0.05, 1e-6)
+    y0, y1 = y0 - pad, y1 + pad
+
+    def x(step: float) -> float:
+        return left + plot_w * (step - x0) / (x1 - x0)
+
+    def y(value: float | None) -> float:
+        return top if value is None else top + plot_h * (1 - (value - y0) / (y1 - y0))
+
+    out = _svg_open(chart_id, width, height, title, desc)
+    for i in range(5):
+        value = y0 + (y1 - y0) * i / 4
+        at_y = y(value)
+        out.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{at_y:.1f}" y2="{at_y:.1f}" stroke="#e4e4e4"/>'
+        )
+        out.append(
+            f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end" fill="#444">{value:.3g}</text>'
+        )
+    for step in sorted({x0, (x0 + x1) / 2, x1}):
+        tick = f'<text x="{x(step):.1f}" y="{top + plot_h + 16}" text-anchor="middle" fill="#444">'
+        out.append(f"{tick}{step:.0f}</text>")
+    out.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle" fill="#444">step</text>')
+    for mark in marks:
+        if mark.dot:
+            continue
+        out.append(
+            f'<line x1="{x(mark.step):.1f}" x2="{x(mark.step):.1f}" y1="{top}" y2="{top + plot_h}" '
+            f'stroke="{mark.colour}" stroke-width="1.5" stroke-dasharray="5 3">'
+            f"<title>{_e(mark.label)}</title></line>"
+        )
+    for line in series:
+        drawn = " ".join(
+            f"{x(float(p[0])):.1f},{y(float(p[1])):.1f}" for p in line.points if p[1] is not None
+        )
+        if drawn:
+            out.append(f'<polyline points="{drawn}" fill="none" stroke="{line.colour}" stroke-width="1.5"/>')
+        if line.dots:
+            for p in line.points:
+                if p[1] is not None:
+                    out.append(
+                        f'<circle cx="{x(float(p[0])):.1f}" cy="{y(float(p[1])):.1f}" r="3" '
+                        f'fill="{line.colour}">'
+                        f"<title>{_e(f'{line.label}, step {p[0]}: {float(p[1]):.4g}')}</title></circle>"
+                    )
+    for mark in marks:
+        if mark.dot:
+            out.append(
+                f'<circle cx="{x(mark.step):.1f}" cy="{y(mark.value):.1f}" r="5" fill="none" '
+                f'stroke="{mark.colour}" stroke-width="2"><title>{_e(mark.label)}</title></circle>'
+            )
+    # The legend: each curve, then each kind of mark, in one row above the plot.
+    keys = [(s.label, s.colour, "line") for s in series if s.points]
+    keys += list({(m.label.split(":")[0], m.colour, "dot" if m.dot else "dash"): None for m in marks})
+    at = left
+    for label, colour, kind in keys:
+        if kind == "dot":
+            out.append(
+                f'<circle cx="{at + 7}" cy="14" r="4" fill="none" stroke="{colour}" stroke-width="2"/>'
+            )
+        else:
+            dash = ' stroke-dasharray="5 3"' if kind == "dash" else ""
+            out.append(
+                f'<line x1="{at}" x2="{at + 14}" y1="14" y2="14" stroke="{colour}" stroke-width="2"{dash}/>'
+            )
+        out.append(f'<text x="{at + 18}" y="18">{_e(label)}</text>')
+        at += 26 + 7 * len(label)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _training_charts(chart_id: str, name: str, entry: Mapping[str, Any]) -> list[str]:
+    """A column's training curves (results.json `training`): training and eval loss with the convergence
+    step and the overfitting onset marked; gradient norm with its spikes circled."""
+    curves = entry.get("curves") or {}
+    overfitting = entry.get("overfitting") or {}
+    marks = []
+    if entry.get("convergence_step") is not None:
+        step = entry["convergence_step"]
+        marks.append(_Mark(step, f"converged: from step {step}", "#000000"))
+    if overfitting.get("detected"):
+        step = overfitting["onset_step"]
+        marks.append(_Mark(step, f"overfitting: from step {step}", _WORSE_COLOUR))
+    losses = [
+        _Series("training loss", _ADAPTER_COLOUR, curves.get("loss") or []),
+        _Series("eval loss", _BASE_COLOUR, curves.get("eval_loss") or [], dots=True),
+    ]
+    summary = training_summary(entry)
+    loss = _curve_svg(f"{chart_id}-loss", f"{name}: training and eval loss per step", summary, losses, marks)
+    norms = {float(p[0]): p[1] for p in curves.get("grad_norm") or []}
+    spikes = [
+        _Mark(s, f"spike: step {s}, norm {_num(norms.get(s), '.4g')}", _WORSE_COLOUR, norms.get(s), dot=True)
+        for s in (entry.get("grad_norm") or {}).get("spikes") or []
+    ]
+    stats = entry.get("grad_norm") or {}
+    desc = (
+        f"gradient norm: mean {_num(stats.get('mean'), '.4g')}, max {_num(stats.get('max'), '.4g')}, "
+        f"{len(spikes)} spike(s)"
+    )
+    grad = _curve_svg(
+        f"{chart_id}-grad",
+        f"{name}: gradient norm per step",
+        desc,
+        [_Series("gradient norm", _ADAPTER_COLOUR, curves.get("grad_norm") or [])],
+        spikes,
+    )
+    return ['<div class="charts">', f"<figure>{loss}</figure>", f"<figure>{grad}</figure>", "</div>"]
+
+
+def _training_html(document: Mapping[str, Any]) -> list[str]:
+    """Each column with a training log: its summary, its curves, its training gates."""
+    trained = [m for m in document.get("models") or [] if m.get("training")]
+    if not trained:
+        return []
+    out = ['<section aria-labelledby="training"><h2 id="training">Training</h2>']
+    for i, model in enumerate(trained):
+        name, entry = str(model.get("name")), model["training"]
+        out.append(f"<h3>{_e(name)}</h3>")
+        out.append(f"<p>{_e(training_summary(entry))}</p>")
+        out.append(
+            f'<p class="muted">log: {_e(entry.get("log"))} ({_e(entry.get("found"))}); smoothed over '
+            f"{_e(entry.get('window'))} logged steps; curves of at most "
+            f"{_e((entry.get('curves') or {}).get('max_points'))} points each</p>"
+        )
+        out += _training_charts(f"training{i}", name, entry)
+        out += _gates_html(entry.get("gates") or {})
+    out.append("</section>")
+    return out
+
+
 def _kv_table(caption: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
     out = [f"<table><caption>{_e(caption)}</caption><thead><tr>"]
     out += [f'<th scope="col">{_e(h)}</th>' for h in header]
@@ -1225,6 +1388,7 @@ def html_report(document: Mapping[str, Any]) -> str:
         out += _composite_html(document["composite"], "Composite score (all rows)", adapter)
     for i, bench in enumerate(benches):
         out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter)
+    out += _training_html(document)
     if (document.get("cost") or {}).get("models"):
         out += _cost_html(document["cost"])
     out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]
@@ -1576,6 +1740,10 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
             f"({efficiency['trainable_params']:,} of {efficiency['total_params']:,}; reduction "
             f"{efficiency['parameter_reduction']:.2%})"
         )
+    for model in document.get("models") or []:
+        if verbose and model.get("training"):
+            entry = model["training"]
+            lines.append(f"training of {model['name']}: {training_summary(entry)}; log {entry['log']}")
     if verbose and document.get("cost"):
         from pytest_llmeval.costs import summary_line
 

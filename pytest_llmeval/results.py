@@ -36,6 +36,7 @@ from pytest_llmeval.records import (
     side,
     variant_of,
 )
+from pytest_llmeval.training import TrainingLog, analyse, downsample
 
 SCHEMA_VERSION = 2
 LN2 = math.log(2.0)
@@ -44,6 +45,9 @@ LN2 = math.log(2.0)
 COMPOSITE_MIN_WEIGHT = 0.5
 # Gate verdicts from worst to best: the most degraded out-of-domain benchmark is the worst verdict first.
 _SEVERITY = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, None: 4}
+# Points each training curve keeps in results.json (training.downsample): more than a page-wide chart can
+# show, and a log of 100k steps does not make results.json a copy of itself.
+MAX_CURVE_POINTS = 500
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -665,6 +669,62 @@ def _common(
     }
 
 
+def training_entry(
+    log: TrainingLog,
+    *,
+    found: str,
+    window: int,
+    gates: Mapping[str, Mapping[str, Any]],
+    max_points: int = MAX_CURVE_POINTS,
+) -> dict[str, Any]:
+    """A column's `training` in results.json: which log, training.analyse()'s numbers, its gates' verdicts,
+    and the curves (downsampled; the points the report marks kept), so that the HTML report is rebuilt
+    from results.json alone. Values that are not finite (a NaN loss a log may hold) are null: JSON has none.
+
+    found: how the log was found ("--llmeval-training-log", or "adapter folder").
+    """
+    analysis = analyse(log, window=window)
+    # The steps the report marks on the loss chart: where the loss converged, where overfitting began.
+    steps = (analysis["convergence_step"], analysis["overfitting"]["onset_step"])
+    marked = {step for step in steps if step is not None}
+    norms = [
+        (step, norm)
+        for step, norm in zip(log.steps, log.grad_norm, strict=True)
+        if norm is not None and math.isfinite(norm)
+    ]
+    curves = {
+        "loss": downsample(list(zip(log.steps, log.loss, strict=True)), max_points, keep=marked),
+        "eval_loss": downsample(
+            list(zip(log.eval_steps, log.eval_loss, strict=True)), max_points, keep=marked
+        ),
+        "grad_norm": downsample(norms, max_points, keep=set(analysis["grad_norm"]["spikes"])),
+    }
+    entry = {
+        "log": str(log.source),
+        "found": found,
+        "window": window,
+        **analysis,
+        "gates": {name: dict(verdict) for name, verdict in gates.items()},
+        "curves": {
+            "max_points": max_points,
+            # [step, value] pairs, in step order.
+            **{name: [[step, value] for step, value in points] for name, points in curves.items()},
+        },
+    }
+    return cast(dict[str, Any], _finite(entry))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite replaced by None, in nested dicts and lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _adapter_meta(meta: Mapping[str, Any], column: str) -> dict[str, Any]:
     """meta's adapter fields for one adapter column (meta `models` holds each adapter's name, version and
     folder)."""
@@ -675,6 +735,7 @@ def _adapter_meta(meta: Mapping[str, Any], column: str) -> dict[str, Any]:
                 "adapter_version": m.get("version"),
                 "adapter": m.get("source"),
                 "parameter_efficiency": m.get("parameter_efficiency"),
+                "training": m.get("training"),
             }
     return {}
 
@@ -775,6 +836,8 @@ def _build(
         "quantization": meta.get("quantization"),
         # The adaptation document's §2: the adapter's parameters against the whole model's (models.py).
         "parameter_efficiency": meta.get("parameter_efficiency"),
+        # How the adapter trained, from its training log (training_entry); None without one.
+        "training": meta.get("training"),
         "benchmark_file": None if top is None else top["benchmark_file"],
         "benchmark_hash": None if top is None else top["benchmark_hash"],
         "n_examples": None if top is None else top["n_examples"],

@@ -23,7 +23,7 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, TypeGuard
@@ -477,6 +477,39 @@ def analyse(
         "grad_norm": gradient_summary(log, k=k, window=window),
         "totals": dict(log.totals),
     }
+
+
+def downsample(
+    points: Sequence[tuple[int, float]], max_points: int, *, keep: Collection[int] = ()
+) -> list[tuple[int, float]]:
+    """At most `max_points` of a curve's (step, value) points, plus the steps in `keep`, for drawing it.
+
+    Largest-triangle-three-buckets (Steinarsson 2013): the points between the first and the last are cut
+    into max_points - 2 buckets, and each bucket keeps the point that makes the largest triangle with the
+    point kept before it and the mean of the next bucket. Unlike every n-th point, it keeps what shapes
+    the line (a spike, a sudden drop) at any length. Deterministic: ties keep the earliest point. `keep`
+    adds points that a chart marks (spikes) whichever bucket they fell in.
+    """
+    if max_points < 3:
+        raise ValueError(f"max_points must be >= 3, got {max_points}")
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    every = (n - 2) / (max_points - 2)
+    chosen = [0]
+    for bucket in range(max_points - 2):
+        start, end = int(bucket * every) + 1, int((bucket + 1) * every) + 1
+        following = points[end : min(int((bucket + 2) * every) + 1, n)] or points[-1:]
+        mean_x = statistics.fmean(float(x) for x, _ in following)
+        mean_y = statistics.fmean(y for _, y in following)
+        ax, ay = points[chosen[-1]]
+        # Twice the area of the triangle (previous point, candidate, next bucket's mean); max keeps the
+        # first of equal ones.
+        areas = [abs((ax - mean_x) * (y - ay) - (ax - x) * (mean_y - ay)) for x, y in points[start:end]]
+        chosen.append(start + areas.index(max(areas)))
+    chosen.append(n - 1)
+    kept = set(chosen) | {i for i, (step, _) in enumerate(points) if step in keep}
+    return [points[i] for i in sorted(kept)]
 
 
 def lr_sensitivity(test_losses: Sequence[float]) -> float:
