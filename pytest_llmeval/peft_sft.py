@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, TypedDict
+from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pytest_llmeval import training
 from pytest_llmeval.formatting import (
@@ -484,6 +484,22 @@ def _analyse(log: Log | None) -> tuple[training.Analysis | None, str | None]:
     return training.analyse(found), str(found.source)
 
 
+def _recorded_training(
+    document: Mapping[str, Any], column: str
+) -> tuple[training.Analysis | None, str | None]:
+    """The column's training analysis as the run recorded it (results.json `models[].training`, from
+    --llmeval-training-log or the adapter folder's log), when no log is given here."""
+    for entry in document.get("models") or []:
+        if isinstance(entry, Mapping) and entry.get("column") == column:
+            recorded = entry.get("training")
+            if isinstance(recorded, Mapping) and "final_loss" in recorded:
+                keys = training.Analysis.__annotations__
+                analysis = cast(training.Analysis, {k: recorded[k] for k in keys if k in recorded})
+                log = recorded.get("log")
+                return analysis, None if log is None else str(log)
+    return None, None
+
+
 def load_sides(
     peft: Results,
     sft: Results | None = None,
@@ -515,8 +531,16 @@ def load_sides(
         sft_col = default_sft_column(sft_doc, sft_source, besides=peft_col if sft is None else None)
     if sft is None and sft_col.column == peft_col.column:
         raise PeftSftError(f"{peft_source}: PEFT and SFT are both column {peft_col.column}: name two columns")
-    peft_analysis, peft_log = _analyse(peft_training_log)
-    sft_analysis, sft_log = _analyse(sft_training_log)
+    peft_analysis, peft_log = (
+        _analyse(peft_training_log)
+        if peft_training_log is not None
+        else _recorded_training(peft_doc, peft_col.column)
+    )
+    sft_analysis, sft_log = (
+        _analyse(sft_training_log)
+        if sft_training_log is not None
+        else _recorded_training(sft_doc, sft_col.column)
+    )
     return (
         side_of(peft_doc, peft_col, source=peft_source, analysis=peft_analysis, training_log=peft_log),
         side_of(sft_doc, sft_col, source=sft_source, analysis=sft_analysis, training_log=sft_log),
@@ -1039,7 +1063,7 @@ def _table(rows: Sequence[Sequence[str]], right: Callable[[int], bool]) -> list[
     ]
 
 
-def _test_text(test: PairedTest | None) -> str:
+def paired_test_text(test: PairedTest | None) -> str:
     if test is None:
         return MISSING
     return (
@@ -1057,7 +1081,7 @@ def render_table(comparison: Comparison) -> str:
     ]
     for b in comparison["benchmarks"]:
         ratio = MISSING if b["performance_ratio"] is None else f"{b['performance_ratio']:.3f}"
-        test = _test_text(b["paired_test"]) if b["comparable"] else f"not compared: {b['reason']}"
+        test = paired_test_text(b["paired_test"]) if b["comparable"] else f"not compared: {b['reason']}"
         rows.append(
             [
                 b["benchmark"],

@@ -187,6 +187,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "never gated nor tested",
     )
     group.addoption(
+        "--llmeval-peft-vs-sft",
+        default=None,
+        metavar="NAME",
+        help="PEFT against full fine-tuning in this run: the (first) adapter against the --llmeval-model "
+        "NAME, by the Japanese adaptation document's success criteria (python -m pytest_llmeval compare's): "
+        "a table in the summary, peft_vs_sft.md beside results.json, a section of the HTML report, and "
+        "the run fails when a primary criterion does",
+    )
+    group.addoption(
         "--llmeval-gate-model",
         action="append",
         default=[],
@@ -708,6 +717,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     # Resolved once here, not per collected file: the adapter's declared domain and its training file.
     roster = _roster(config, adapters, served_adapters)
+    if opt.llmeval_peft_vs_sft is not None:
+        models = [m.name for m in roster.models]
+        if not roster.adapters or opt.llmeval_peft_vs_sft not in models:
+            raise pytest.UsageError(
+                f"--llmeval-peft-vs-sft {opt.llmeval_peft_vs_sft}: needs an --adapter (PEFT) and the "
+                f"--llmeval-model of that name (SFT); this run has "
+                f"{len(roster.adapters)} adapter(s) and model(s) {models or 'none'}"
+            )
     domain_globs = [g for g in opt.llmeval_domain if "=" not in g]
     if first is not None and first.is_dir():
         domain_globs += adapter_metadata(first).get("domain_benchmarks", [])
@@ -1543,6 +1560,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 
     path = _results_path(config)
     failures: list[str] = []
+    if config.option.llmeval_peft_vs_sft is not None:
+        _peft_vs_sft(session, document, failures)
     written = _write_or_fallback(path, document_text(document), "results.json", failures)
     config.stash[_DOCUMENT_KEY] = (written, document)
     # Several columns: each adapter's own LocoLLM document beside results.json (results.<name>.json).
@@ -1567,6 +1586,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     _write_or_fallback(
         path.parent / "spot_check.md", spot_check_markdown(document), "the spot check", failures
     )
+    if document.get("peft_vs_sft"):
+        from pytest_llmeval.peft_sft import markdown_report
+
+        report = markdown_report(document["peft_vs_sft"])
+        _write_or_fallback(path.parent / "peft_vs_sft.md", report, "the PEFT against SFT report", failures)
     if config.option.llmeval_html is not None:
         html = config.invocation_params.dir / config.option.llmeval_html
         _write_or_fallback(html, html_report(document), "the HTML report", failures)
@@ -1585,6 +1609,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         # A run whose results are not where they were asked for is not a green run, whatever its tests said.
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _peft_vs_sft(session: pytest.Session, document: dict[str, Any], failures: list[str]) -> None:
+    """--llmeval-peft-vs-sft: the comparison into the document (results.json, the reports) from this
+    run's own columns and training logs; a failed primary criterion fails a run that would have passed."""
+    from pytest_llmeval.peft_sft import PeftSftError, compare, load_sides, primary_failed
+
+    try:
+        peft, sft = load_sides(document, sft_column=session.config.option.llmeval_peft_vs_sft)
+    except PeftSftError as exc:
+        failures.append(f"--llmeval-peft-vs-sft: {exc}")
+        return
+    comparison = compare(peft, sft)
+    document["peft_vs_sft"] = comparison
+    if primary_failed(comparison) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _why(exc: OSError) -> str:
@@ -1673,6 +1713,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f" and {len(unmatched) - 10} more" if len(unmatched) > 10 else ""
         )
         terminalreporter.write_line(f"predictions matching no benchmark row: {shown}", yellow=True)
+    if document.get("peft_vs_sft"):
+        from pytest_llmeval.peft_sft import primary_failed, render_table
+
+        for line in render_table(document["peft_vs_sft"]).splitlines():
+            terminalreporter.write_line(line)
+        failed = primary_failed(document["peft_vs_sft"])
+        if failed:
+            terminalreporter.write_line(
+                f"PEFT against SFT: primary criteria failed: {', '.join(failed)}", red=True, bold=True
+            )
     terminalreporter.write_line(f"results written to {path}")
     if _HISTORY_KEY in config.stash:
         entry, removed = config.stash[_HISTORY_KEY]

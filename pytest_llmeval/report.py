@@ -1095,6 +1095,47 @@ def _training_html(document: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _peft_vs_sft_html(comparison: Mapping[str, Any]) -> list[str]:
+    """--llmeval-peft-vs-sft: the adaptation document's success criteria (§7.2), the benchmarks' ratios and
+    paired tests, and the recommendations (§6.2); the Markdown report beside results.json has it all."""
+    from pytest_llmeval.peft_sft import measured_text, paired_test_text, recommendations, threshold_text
+
+    peft, sft = comparison["peft"], comparison["sft"]
+    out = [
+        '<section aria-labelledby="peft-vs-sft"><h2 id="peft-vs-sft">PEFT against SFT</h2>',
+        f"<p>PEFT: {_e(peft.get('name'))} (column {_e(peft.get('column'))}); SFT: {_e(sft.get('name'))} "
+        f"(column {_e(sft.get('column'))}). The full report: peft_vs_sft.md beside results.json.</p>",
+    ]
+    out += _kv_table(
+        "Success criteria",
+        ("criterion", "level", "measured", "needs", "status", "why"),
+        (
+            (c["name"], c["level"], measured_text(c), threshold_text(c), c["status"], c.get("reason") or "")
+            for c in comparison["criteria"]
+        ),
+    )
+    out += _kv_table(
+        "Benchmarks (performance ratio PEFT / SFT; paired test PEFT − SFT)",
+        ("benchmark", "measure", "PEFT", "SFT", "ratio", "paired test"),
+        (
+            (
+                b["benchmark"],
+                b["measure"],
+                MISSING if b["peft"] is None else f"{b['peft']:.4g}",
+                MISSING if b["sft"] is None else f"{b['sft']:.4g}",
+                MISSING if b["performance_ratio"] is None else f"{b['performance_ratio']:.3f}",
+                paired_test_text(b["paired_test"]),
+            )
+            for b in comparison["benchmarks"]
+        ),
+    )
+    advice = recommendations(comparison)  # type: ignore[arg-type]
+    if advice:
+        out.append("<h3>Recommendations</h3><ul>" + "".join(f"<li>{_e(a)}</li>" for a in advice) + "</ul>")
+    out.append("</section>")
+    return out
+
+
 def _kv_table(caption: str, header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
     out = [f"<table><caption>{_e(caption)}</caption><thead><tr>"]
     out += [f'<th scope="col">{_e(h)}</th>' for h in header]
@@ -1389,6 +1430,8 @@ def html_report(document: Mapping[str, Any]) -> str:
     for i, bench in enumerate(benches):
         out += _benchmark_html(bench, _slug(str(bench["benchmark_file"]), i), adapter)
     out += _training_html(document)
+    if document.get("peft_vs_sft"):
+        out += _peft_vs_sft_html(document["peft_vs_sft"])
     if (document.get("cost") or {}).get("models"):
         out += _cost_html(document["cost"])
     out += ["</main>", f"<script>{_JS}</script>", "</body>", "</html>", ""]

@@ -634,3 +634,100 @@ def test_a_real_run_compares_in_one_file_and_in_two(
     assert ja["perplexity"] is not None and ja["perplexity"]["peft"]["bits_per_character_by_script"]["kanji"]
     status = main(["compare", str(pytester.path / "both.json"), str(pytester.path / "sft.json")])
     assert status == (1 if peft_sft.primary_failed(two) else 0)
+
+
+@pytest.fixture(scope="module")
+def wide_adapter(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rank-64 LoRA on every linear layer of the tiny model: far more than 1% of its parameters, so
+    the parameter_reduction criterion (> 99%) fails. Built before pytester moves HOME."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    path = tmp_path_factory.mktemp("wide") / "wide"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    lora = LoraConfig(r=64, lora_alpha=64, target_modules="all-linear", init_lora_weights=False)
+    get_peft_model(model, lora).save_pretrained(str(path))
+    config = json.loads((path / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = str(tiny_model)
+    (path / "adapter_config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_the_run_itself_compares_with_llmeval_peft_vs_sft(
+    pytester: pytest.Pytester,
+    tiny_model: Path,
+    tiny_adapter: Path,
+    wide_adapter: Path,
+    sft_model: Path,
+    workers: str,
+) -> None:
+    """--llmeval-peft-vs-sft: the table in the summary, results.json's peft_vs_sft, peft_vs_sft.md and the
+    HTML section, serially and with -n; every row passes, so the run's status is the comparison's: green
+    for the tiny adapter (0.06% of the parameters), failed for the wide one (a primary criterion)."""
+    pytester.makeini("[pytest]\n")
+    ppl = [
+        row(
+            f"t{i}",
+            instruction="",
+            input=t,
+            expected="",
+            evaluation_type="perplexity",
+            evaluation_config={"threshold": 1e9},
+        )
+        for i, t in enumerate(JA_TEXTS)
+    ]
+    pytester.makefile(".jsonl", ja=jsonl(ppl))
+    common = [
+        f"--base-model={tiny_model}",
+        f"--llmeval-model=sft={sft_model}",
+        "-p",
+        "no:cacheprovider",
+        "--llmeval-no-history",
+        "-m",
+        "not gate",
+        "-n",
+        workers,
+    ]
+    plain = pytester.runpytest(f"--adapter={wide_adapter}", *common)
+    assert plain.ret == pytest.ExitCode.OK  # every row passes: without the comparison, a green run
+    assert "PEFT against SFT" not in plain.stdout.str()
+    for adapter, reduction in ((tiny_adapter, "pass"), (wide_adapter, "fail")):
+        result = pytester.runpytest(
+            f"--adapter={adapter}", *common, "--llmeval-peft-vs-sft=sft", "--llmeval-html=r.html"
+        )
+        result.assert_outcomes(passed=len(JA_TEXTS))
+        doc = json.loads((pytester.path / "results.json").read_text(encoding="utf-8"))
+        criteria = {c["name"]: c for c in doc["peft_vs_sft"]["criteria"]}
+        assert criteria["parameter_reduction"]["status"] == reduction
+        assert criteria["memory_saving"]["status"] == "not measured"  # no training logs in this run
+        assert doc["peft_vs_sft"]["sft"]["column"] == "sft"
+        assert doc["peft_vs_sft"] == peft_sft.compare(*peft_sft.load_sides(doc))
+        failed = peft_sft.primary_failed(doc["peft_vs_sft"])
+        assert ("parameter_reduction" in failed) == (reduction == "fail")
+        assert result.ret == (pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK)
+        result.stdout.fnmatch_lines([f"*parameter_reduction*primary*{reduction}*"])
+        if failed:
+            result.stdout.fnmatch_lines(["*PEFT against SFT: primary criteria failed: *parameter_reduction*"])
+        assert "## Executive summary" in (pytester.path / "peft_vs_sft.md").read_text(encoding="utf-8")
+        html = (pytester.path / "r.html").read_text(encoding="utf-8")
+        assert 'id="peft-vs-sft"' in html and "parameter_reduction" in html
+
+
+def test_llmeval_peft_vs_sft_needs_an_adapter_and_that_model(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, sft_model: Path
+) -> None:
+    pytester.makeini("[pytest]\n")
+    pytester.makefile(".jsonl", em=jsonl([row("e0", input="item 0")]))
+    result = pytester.runpytest(
+        f"--base-model={tiny_model}",
+        f"--adapter={tiny_adapter}",
+        f"--llmeval-model=sft={sft_model}",
+        "--llmeval-peft-vs-sft=full",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--llmeval-peft-vs-sft full: needs an --adapter (PEFT) and the --llmeval-model*"]
+    )
