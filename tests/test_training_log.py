@@ -674,3 +674,13 @@ def test_trainer_learning_rate_spike_is_a_gradient_spike(spike_run: Path) -> Non
         AssertionError, match=rf"gradient-norm spike\(s\), at most 0 allowed .*step {SPIKE_AT + 2}: "
     ):
         assert_stable_gradients(log, window=10)
+
+
+def test_the_package_exports_the_training_evidence() -> None:
+    import pytest_llmeval
+    from pytest_llmeval import training
+
+    names = ("read_log", "analyse", "lr_sensitivity", "assert_converged", "assert_no_overfitting")
+    for name in (*names, "assert_stable_gradients"):
+        assert name in pytest_llmeval.__all__
+        assert getattr(pytest_llmeval, name) is getattr(training, name)
