@@ -574,6 +574,22 @@ def test_assert_peft_vs_sft_names_each_failed_primary_criterion(tmp_path: Path) 
 # End to end: the plugin's own results.json on tiny random models
 
 
+def perplexity_rows(texts: list[str]) -> list[dict[str, Any]]:
+    """Perplexity rows that always pass (threshold 1e9): a run whose only verdicts are the comparison's."""
+    config = {"threshold": 1e9}
+    return [
+        row(
+            f"t{i}",
+            instruction="",
+            input=t,
+            expected="",
+            evaluation_type="perplexity",
+            evaluation_config=config,
+        )
+        for i, t in enumerate(texts)
+    ]
+
+
 @pytest.fixture(scope="module")
 def sft_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Another tiny random model, standing in for the fully fine-tuned one. Built before pytester moves
@@ -585,18 +601,7 @@ def test_a_real_run_compares_in_one_file_and_in_two(
     pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, sft_model: Path
 ) -> None:
     pytester.makeini("[pytest]\n")
-    texts = [*JA_TEXTS, "ひらがなとカタカナと漢字。"]
-    ppl = [
-        row(
-            f"t{i}",
-            instruction="",
-            input=t,
-            expected="",
-            evaluation_type="perplexity",
-            evaluation_config={"threshold": 1e9},
-        )
-        for i, t in enumerate(texts)
-    ]
+    ppl = perplexity_rows([*JA_TEXTS, "ひらがなとカタカナと漢字。"])
     pytester.makefile(".jsonl", ja=jsonl(ppl), em=jsonl([row(f"e{i}", input=f"item {i}") for i in range(4)]))
     common = ["-p", "no:cacheprovider", "--llmeval-no-cache", "--llmeval-no-history", "-m", "not gate"]
     pytester.runpytest(
@@ -668,18 +673,7 @@ def test_the_run_itself_compares_with_llmeval_peft_vs_sft(
     HTML section, serially and with -n; every row passes, so the run's status is the comparison's: green
     for the tiny adapter (0.06% of the parameters), failed for the wide one (a primary criterion)."""
     pytester.makeini("[pytest]\n")
-    ppl = [
-        row(
-            f"t{i}",
-            instruction="",
-            input=t,
-            expected="",
-            evaluation_type="perplexity",
-            evaluation_config={"threshold": 1e9},
-        )
-        for i, t in enumerate(JA_TEXTS)
-    ]
-    pytester.makefile(".jsonl", ja=jsonl(ppl))
+    pytester.makefile(".jsonl", ja=jsonl(perplexity_rows(JA_TEXTS)))
     common = [
         f"--base-model={tiny_model}",
         f"--llmeval-model=sft={sft_model}",
