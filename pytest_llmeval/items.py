@@ -253,7 +253,20 @@ class CaseItem(BenchmarkItem):
         return self.path, self.case.line - 1, f"{self.benchmark}::{self.case.id}"
 
 
-class GateItem(BenchmarkItem):
+class _GateReport(pytest.Item):
+    """A gate item's failure is its verdict's sentence (_conclude wrote it), not a traceback."""
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str:
+        if isinstance(excinfo.value, GateFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style=style))
+
+
+class GateItem(_GateReport, BenchmarkItem):
     """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
 
     def __init__(self, *, gate: str, column: str | None = None, **kwargs: Any) -> None:
@@ -270,15 +283,6 @@ class GateItem(BenchmarkItem):
         model = self.column if run.roster.several and run.options.predictions is None else None
         self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model)
         _conclude(verdict, self.label, self.path, where=self.benchmark)
-
-    def repr_failure(
-        self,
-        excinfo: pytest.ExceptionInfo[BaseException],
-        style: Any = None,
-    ) -> str:
-        if isinstance(excinfo.value, GateFailed):
-            return f"{self.benchmark}: gate {self.label} failed: {excinfo.value}"
-        return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"{self.benchmark}::{self.name}"
@@ -297,7 +301,7 @@ class TrainingGates(pytest.Collector):
             yield TrainingGateItem.make(self, member, gate)
 
 
-class TrainingGateItem(pytest.Item):
+class TrainingGateItem(_GateReport):
     """A gate on how a column trained (`<name>::gate::converged`), judged from its training log.
 
     No benchmark file holds it: its node id is its own, under the collector TrainingGates. Its verdict is
@@ -336,23 +340,15 @@ class TrainingGateItem(pytest.Item):
         verdict = self.config.stash[EVALUATOR_KEY].training_verdict(self.column, self.gate)
         _conclude(verdict, self.label, self.path)
 
-    def repr_failure(
-        self,
-        excinfo: pytest.ExceptionInfo[BaseException],
-        style: Any = None,
-    ) -> str:
-        if isinstance(excinfo.value, GateFailed):
-            return f"gate {self.label} failed: {excinfo.value}"
-        return str(super().repr_failure(excinfo, style=style))
-
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.nodeid
 
 
 def _conclude(verdict: Verdict, label: str, path: Path, *, where: str | None = None) -> None:
     """A gate item's outcome from its verdict: a skip, a pass with a warning, a failure, or a pass."""
+    prefix = f"{where}: " if where else ""
     if verdict.status == "skip":
-        pytest.skip(f"{where + ': ' if where else ''}gate {label}: {verdict.message}")
+        pytest.skip(f"{prefix}gate {label}: {verdict.message}")
     if verdict.status == "warn":
         # Attributed to the file the gate judged (the benchmark, the training log), not to this line: that
         # is where the user has to look.
@@ -363,4 +359,4 @@ def _conclude(verdict: Verdict, label: str, path: Path, *, where: str | None = N
             lineno=1,
         )
     if verdict.status == "fail":
-        raise GateFailed(verdict.message)
+        raise GateFailed(f"{prefix}gate {label} failed: {verdict.message}")
