@@ -1,41 +1,279 @@
-"""`python -m pytest_llmeval`: the history of runs (history); benchmark rows from HumanEval, MBPP (convert);
-a PEFT adaptation against full fine-tuning (compare).
+"""`pytest-llmeval` (also `python -m pytest_llmeval`): the command line beside the plugin.
 
-    python -m pytest_llmeval history                  # every run, oldest first, numbered
-    python -m pytest_llmeval history --diff 1 -1      # the first run against the newest
-    python -m pytest_llmeval history --results out/results.json   # the history beside another results.json
+    pytest-llmeval check results.json        # CI's gate: exit 1 when a gate failed or the run is incomplete
+    pytest-llmeval report results.json       # the HTML report and the spot check again, from results.json
+    pytest-llmeval history                   # every run, oldest first, numbered
+    pytest-llmeval history --diff 1 -1       # the first run against the newest
+    pytest-llmeval history --results out/results.json   # the history beside another results.json
 
 Runs are named by number (1 = oldest, -1 = newest), by file name, or by a unique prefix of it.
 
-    python -m pytest_llmeval convert humaneval HumanEval.jsonl.gz -o benchmarks/humaneval.jsonl
-    python -m pytest_llmeval convert mbpp sanitized-mbpp.json -o benchmarks/mbpp.jsonl --difficulty easy
-    python -m pytest_llmeval convert humaneval HumanEval.jsonl.gz --samples 10 --k 1,10 --temperature 0.8
+    pytest-llmeval convert humaneval HumanEval.jsonl.gz -o benchmarks/humaneval.jsonl
+    pytest-llmeval convert mbpp sanitized-mbpp.json -o benchmarks/mbpp.jsonl --difficulty easy
+    pytest-llmeval convert humaneval HumanEval.jsonl.gz --samples 10 --k 1,10 --temperature 0.8
 
 The input is the dataset's own file, gzip-compressed or not: JSONL, or a JSON array (MBPP's sanitized
 release). The rows go to -o (written whole, once every record converted) or to standard output.
 
-    python -m pytest_llmeval compare peft.json sft.json --peft-training-log lora/ --sft-training-log sft/
-    python -m pytest_llmeval compare results.json --sft-column sft --markdown report.md
+    pytest-llmeval compare peft.json sft.json --peft-training-log lora/ --sft-training-log sft/
+    pytest-llmeval compare results.json --sft-column sft --markdown report.md
 
-compare judges the Japanese adaptation document's success criteria (peft_sft.py): exit status 1 when a
-primary criterion fails, 2 when the input cannot be compared.
+compare judges the Japanese adaptation document's success criteria (peft_sft.py).
+
+Every subcommand exits 0 when it did its job, 1 when the verdict it was asked for failed (check: a gate or
+an incomplete run; compare: a primary criterion), 2 on input or usage it cannot act on, with one line on
+standard error that starts with "llmeval:" and names the file or option (argparse's own usage errors
+excepted, which print the usage first). `python -m pytest_llmeval.ci check` is kept as an alias of check.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from pytest_llmeval import convert, history, peft_sft
+from pytest_llmeval import ci, convert, history, peft_sft, report
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.results import write_text_atomic
 
+PROG = "pytest-llmeval"
+# The HTML report `report` writes unless --html says where; a run writes one only where --llmeval-html says.
+HTML_NAME = "report.html"
+# Help text is wrapped here, not by argparse: its formatter either wraps everything (and runs the exit-status
+# table together) or nothing (RawDescriptionHelpFormatter).
+_WIDTH = 100
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_llmeval", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("history", help="list the runs in the history, or compare two (--diff A B)")
+
+def _exit_codes(*lines: str) -> str:
+    """An epilog: `exit status:` and one indented entry per status, each wrapped under its own text."""
+    wrapped = (textwrap.fill(line, _WIDTH, initial_indent="  ", subsequent_indent="     ") for line in lines)
+    return "exit status:\n" + "\n".join(wrapped)
+
+
+def _paragraphs(*texts: str) -> str:
+    return "\n\n".join(textwrap.fill(text, _WIDTH) for text in texts)
+
+
+EXIT_CODES = _exit_codes(
+    "0  done (check: no gate failed, and the run is complete; compare: every primary criterion met)",
+    "1  the verdict failed (check: a gate failed, or the run is incomplete; compare: a primary criterion)",
+    "2  bad input or usage: a file that cannot be read or written, an option out of range; one line on "
+    'standard error, starting "llmeval:" (or argparse\'s usage and "error:"), names it',
+)
+
+
+class _Refused(Exception):
+    """Input a subcommand cannot act on: main prints `llmeval: <message>` and exits 2."""
+
+
+Handler = Callable[[argparse.ArgumentParser, argparse.Namespace], int]
+
+
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """The `pytest-llmeval` command: run the subcommand argv (default sys.argv[1:]) names; its exit status."""
+    parser = argparse.ArgumentParser(
+        prog=prog or _prog(),
+        description=_paragraphs(
+            "The command line beside the pytest plugin: the gate check for CI, the reports again from a "
+            "results.json, the history of runs, a PEFT adaptation against full fine-tuning, benchmark rows "
+            "from HumanEval and MBPP.",
+        ),
+        epilog=f"{EXIT_CODES}\n\n"
+        + _paragraphs(
+            "Each subcommand's --help gives its options and its own exit statuses. `python -m "
+            "pytest_llmeval` is the same command; `python -m pytest_llmeval.ci check` is an alias of check.",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    handlers: dict[str, tuple[argparse.ArgumentParser, Handler]] = {
+        "check": (_add_check(commands), _check),
+        "report": (_add_report(commands), _report),
+        "history": (_add_history(commands), _history),
+        "compare": (_add_compare(commands), _compare),
+        "convert": (_add_convert(commands), _convert),
+    }
+    args = parser.parse_args(argv)
+    sub, handler = handlers[args.command]
+    try:
+        return handler(sub, args)
+    except _Refused as exc:
+        print(f"llmeval: {exc}", file=sys.stderr)
+        return 2
+
+
+def _prog() -> str:
+    # `python -m pytest_llmeval` runs this file as __main__.py: name the command as it was typed. The console
+    # script, and main() called from Python (whose argv[0] is the caller's), are pytest-llmeval.
+    return "python -m pytest_llmeval" if Path(sys.argv[0]).name == "__main__.py" else PROG
+
+
+def _subcommand(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str,
+    epilog: str,
+) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=help,
+        description=_paragraphs(*description.split("\n")),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+# --- check ------------------------------------------------------------------------------------------------
+
+
+def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    check = _subcommand(
+        commands,
+        "check",
+        help="CI's gate: exit 1 when a gate failed or the run is incomplete",
+        description="Print every failed gate of a results.json (and the reason when the run is incomplete), "
+        "and exit 1 when there is one.\npytest's own exit status also counts rows the model answered "
+        "wrong, which are results, not failures: CI gates on this instead.\n"
+        "`python -m pytest_llmeval.ci check RESULTS_JSON` is the same command.",
+        epilog=_exit_codes(
+            "0  every gate passed, warned or was skipped, and the run is complete",
+            "1  a gate failed, or the run is incomplete (interrupted, stopped early)",
+            "2  RESULTS_JSON cannot be read, or is not a results.json",
+        ),
+    )
+    check.add_argument("results", type=Path, metavar="RESULTS_JSON", help="the results.json of a run")
+    return check
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    document = _read_results(args.results)
+    try:
+        failures = ci.failed_gates(document)
+        gates = sum(len(b["gates"]) for b in document["benchmarks"])
+    except (LookupError, TypeError, AttributeError) as exc:
+        raise _Refused(_not_results(args.results, exc)) from None
+    for failure in failures:
+        print(f"FAILED {failure}")
+    print(f"llmeval: {len(failures)} failure(s), {gates} gate verdict(s) in {args.results}")
+    return 1 if failures else 0
+
+
+# --- report -----------------------------------------------------------------------------------------------
+
+
+def _add_report(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    rep = _subcommand(
+        commands,
+        "report",
+        help="write the HTML report and the spot check from a results.json, without running anything",
+        description="Write the self-contained HTML report (the page --llmeval-html writes) and the spot "
+        "check (the spot_check.md a run writes beside results.json) from an existing results.json: "
+        "nothing is evaluated again, and the files are the ones the run itself wrote from the same "
+        "results.",
+        epilog=_exit_codes(
+            "0  both files written",
+            "2  RESULTS_JSON cannot be read or is not a results.json (nothing written), or a file cannot "
+            "be written",
+        ),
+    )
+    rep.add_argument(
+        "results",
+        type=Path,
+        nargs="?",
+        default=Path("results.json"),
+        metavar="RESULTS_JSON",
+        help="the results.json of a run (default: ./results.json)",
+    )
+    rep.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the HTML report to write (default: {HTML_NAME} beside RESULTS_JSON)",
+    )
+    rep.add_argument(
+        "--spot-check",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the spot check to write (default: {report.SPOT_CHECK_NAME} beside RESULTS_JSON, where the "
+        "run wrote it)",
+    )
+    return rep
+
+
+def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    results: Path = args.results
+    document = _read_results(results)
+    html_path: Path = args.html if args.html is not None else results.parent / HTML_NAME
+    spot_path: Path = args.spot_check if args.spot_check is not None else report.spot_check_path(results)
+    try:
+        # Both made before either is written: a document that cannot be rendered leaves no half of a pair.
+        texts = [(html_path, report.html_report(document)), (spot_path, report.spot_check_markdown(document))]
+    except (LookupError, TypeError, AttributeError, ValueError) as exc:
+        raise _Refused(_not_results(results, exc)) from None
+    for path, text in texts:
+        _write(path, text)
+    print(f"llmeval: wrote the HTML report to {html_path} and the spot check to {spot_path}", file=sys.stderr)
+    return 0
+
+
+def _read_results(path: Path) -> dict[str, Any]:
+    """The results.json document at `path`; _Refused naming the file when it cannot be read or is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except OSError as exc:
+        raise _Refused(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _Refused(f"cannot read {path}: not UTF-8 text ({exc.reason}): not a results.json") from None
+    except json.JSONDecodeError as exc:
+        raise _Refused(
+            f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise _Refused(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        raise _Refused(f"cannot read {path}: not a results.json (no benchmarks list)")
+    return document
+
+
+def _not_results(path: Path, exc: Exception) -> str:
+    # A traceback would exit 1, which CI reads as a failed gate: a damaged document is input, status 2.
+    what = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else f"{type(exc).__name__}: {exc}"
+    return f"cannot read {path}: not a results.json this version can read ({what})"
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically (readers never see half a file); _Refused naming it when it fails."""
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise _Refused(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# --- history ----------------------------------------------------------------------------------------------
+
+
+def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    show = _subcommand(
+        commands,
+        "history",
+        help="list the runs in the history, or compare two (--diff A B)",
+        description="List the runs a results.json's history keeps (.llmeval/history beside it), oldest "
+        "first and numbered, or compare two of them on their shared rows (--diff A B).\nRuns are named "
+        "by number (1 = oldest, -1 = newest), by file name, or by a unique prefix of it.",
+        epilog=_exit_codes(
+            "0  listed, or compared",
+            "2  no history there, a run that --diff names is not in it, or --alpha out of range",
+        ),
+    )
     where = show.add_mutually_exclusive_group()
     where.add_argument(
         "--results",
@@ -46,19 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--dir", type=Path, default=None, help="the history folder itself")
     show.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare run B with run A on shared rows")
     show.add_argument("--alpha", type=float, default=0.05, help="significance level of --diff (default 0.05)")
-    conv = _add_convert(commands)
-    versus = _add_compare(commands)
-    args = parser.parse_args(argv)
-    if args.command == "convert":
-        return _convert(conv, args)
-    if args.command == "compare":
-        return _compare(versus, args)
+    return show
+
+
+def _history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     folder: Path = args.dir if args.dir is not None else history.history_dir(args.results)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
     if not folder.is_dir():
-        print(f"llmeval: no history at {folder} (a run writes one beside its results.json)", file=sys.stderr)
-        return 2
+        raise _Refused(f"no history at {folder} (a run writes one beside its results.json)")
     all_runs = history.runs(folder)
     if args.diff is None:
         for line in history.list_lines(all_runs):
@@ -67,19 +301,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         a, b = (history.find_run(all_runs, key) for key in args.diff)
     except LookupError as exc:
-        print(f"llmeval: {exc} ({folder})", file=sys.stderr)
-        return 2
+        raise _Refused(f"{exc} ({folder})") from None
     for line in history.diff_lines(a, b, alpha=args.alpha):
         print(line)
     return 0
 
 
+# --- convert, compare -------------------------------------------------------------------------------------
+
+
 def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    conv = commands.add_parser(
+    conv = _subcommand(
+        commands,
         "convert",
         help="write benchmark rows (code_execution) from HumanEval's or MBPP's own file",
         description="Write code_execution benchmark rows from HumanEval's or MBPP's own file "
-        "(gzip or plain; JSONL, or MBPP's sanitized JSON array).",
+        "(gzip or plain; JSONL, or MBPP's sanitized JSON array).\nThe rows go to -o (written whole, once "
+        "every record converted) or to standard output.",
+        epilog=_exit_codes(
+            "0  every record converted and written",
+            "2  the file cannot be read or a record converted (nothing written), -o cannot be written, "
+            "or an option out of range",
+        ),
     )
     conv.add_argument("dataset", choices=convert.DATASETS, help="which dataset the file holds")
     conv.add_argument("file", type=Path, help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl")
@@ -100,13 +343,19 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     default = peft_sft.DEFAULT_CRITERIA
-    versus = commands.add_parser(
+    versus = _subcommand(
+        commands,
         "compare",
         help="a PEFT (LoRA) adaptation against full fine-tuning (SFT): the adaptation document's criteria",
         description="Compare a PEFT adapter with a fully fine-tuned (SFT) model from their results.json "
         "(and training logs): per-benchmark performance ratio and paired test, parameter, memory and "
-        "training-time efficiency, and the success criteria (§7.2). Exit status 1 when a primary criterion "
-        "fails, 2 on input that cannot be compared.",
+        "training-time efficiency, and the success criteria (§7.2).",
+        epilog=_exit_codes(
+            "0  every primary criterion met (or not measured, without --require-measured)",
+            "1  a primary criterion failed",
+            "2  input that cannot be compared (a file, a column, a training log), --markdown cannot be "
+            "written, or an option out of range",
+        ),
     )
     versus.add_argument(
         "peft", type=Path, metavar="PEFT.json", help="the results.json holding the PEFT adapter"
@@ -199,16 +448,11 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             sft_training_log=args.sft_training_log,
         )
     except peft_sft.PeftSftError as exc:
-        print(f"llmeval: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     comparison = peft_sft.compare(peft, sft, criteria, alpha=args.alpha, sft_params=args.sft_params)
     print(peft_sft.render_table(comparison))
     if args.markdown is not None:
-        try:
-            write_text_atomic(args.markdown, peft_sft.markdown_report(comparison))
-        except OSError as exc:
-            print(f"llmeval: cannot write {args.markdown}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+        _write(args.markdown, peft_sft.markdown_report(comparison))
         print(f"llmeval: wrote the report to {args.markdown}", file=sys.stderr)
     return 1 if peft_sft.primary_failed(comparison, require_measured=args.require_measured) else 0
 
@@ -240,11 +484,9 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         else:
             rows = convert.mbpp_rows(records, difficulty=args.difficulty, extra_config=extra)
     except convert.ConvertError as exc:
-        print(f"llmeval: {exc} (nothing written)", file=sys.stderr)
-        return 2
+        raise _Refused(f"{exc} (nothing written)") from None
     except OSError as exc:
-        print(f"llmeval: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise _Refused(f"cannot read {args.file}: {exc.strerror or exc}") from None
     text = convert.rows_text(rows)
     if args.output is None:
         out = getattr(sys.stdout, "buffer", None)
@@ -257,12 +499,8 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             out.flush()
         where = "standard output"
     else:
-        try:
-            # Whole or not at all: a benchmark file cut short would run as a smaller benchmark.
-            write_text_atomic(args.output, text)
-        except OSError as exc:
-            print(f"llmeval: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+        # Whole or not at all (atomic): a benchmark file cut short would run as a smaller benchmark.
+        _write(args.output, text)
         where = str(args.output)
     print(f"llmeval: wrote {len(rows)} {args.dataset} rows from {args.file} to {where}", file=sys.stderr)
     return 0

@@ -1,7 +1,8 @@
 """GitHub Actions output from a results.json document: the job summary and the `::error` annotations.
 
 Pure: no pytest, no torch. plugin.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
-annotations when $GITHUB_ACTIONS is set.
+annotations when $GITHUB_ACTIONS is set. The gate check (`pytest-llmeval check`, failed_gates) is a
+subcommand of __main__.py; `python -m pytest_llmeval.ci check` stays as its alias.
 """
 
 from __future__ import annotations
@@ -164,33 +165,23 @@ def failed_gates(document: Mapping[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_llmeval.ci check results.json`: exit 1 when a gate failed or the run is incomplete.
+    """`python -m pytest_llmeval.ci check RESULTS_JSON`: the alias of `pytest-llmeval check`, same code.
 
-    pytest's own exit status also counts rows the model answered wrong, which are results, not failures:
-    CI gates on this instead.
+    Kept for the workflows written before the one command line; every status is returned, usage errors too.
     """
-    import json
     import sys
 
+    from pytest_llmeval.__main__ import main as cli
+
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "check":
-        print("usage: python -m pytest_llmeval.ci check RESULTS_JSON", file=sys.stderr)
+    if not args or args[0] != "check":
+        usage = "usage: python -m pytest_llmeval.ci check RESULTS_JSON (the same as: pytest-llmeval check)"
+        print(usage, file=sys.stderr)
         return 2
     try:
-        with open(args[1], encoding="utf-8") as f:
-            document = json.load(f)
-    except (OSError, ValueError) as exc:
-        print(f"llmeval: cannot read {args[1]}: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
-        print(f"llmeval: cannot read {args[1]}: not a results.json (no benchmarks list)", file=sys.stderr)
-        return 2
-    failures = failed_gates(document)
-    for failure in failures:
-        print(f"FAILED {failure}")
-    gates = sum(len(b["gates"]) for b in document["benchmarks"])
-    print(f"llmeval: {len(failures)} failure(s), {gates} gate verdict(s) in {args[1]}")
-    return 1 if failures else 0
+        return cli(args, prog="python -m pytest_llmeval.ci")
+    except SystemExit as exc:  # argparse's --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 if __name__ == "__main__":

@@ -1616,7 +1616,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         reasons.append(f"stopped early: {session.shouldfail}")
     recorder.add_meta(run.meta(), process="controller")
     document = recorder.document(reasons=reasons, identity=run.identity())
-    from pytest_llmeval.report import html_report, spot_check_markdown
+    from pytest_llmeval.report import html_report, spot_check_markdown, spot_check_path
     from pytest_llmeval.results import document_text
 
     path = _results_path(config)
@@ -1643,10 +1643,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
             failures.append(
                 f"cannot add this run to the history in {folder} ({_why(exc)}); results.json has it"
             )
-    # The LocoLLM spot check: five rows side by side, beside results.json.
-    _write_or_fallback(
-        path.parent / "spot_check.md", spot_check_markdown(document), "the spot check", failures
-    )
+    # The LocoLLM spot check: five rows side by side, beside results.json. (`pytest-llmeval report` writes
+    # this file and the HTML report again from results.json, with the same two functions.)
+    _write_or_fallback(spot_check_path(path), spot_check_markdown(document), "the spot check", failures)
     if document.get("peft_vs_sft"):
         from pytest_llmeval.peft_sft import markdown_report
 

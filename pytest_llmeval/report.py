@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from pytest_llmeval import records
@@ -438,6 +439,15 @@ def _md_top_level(document: Mapping[str, Any]) -> str:
     if document.get("mode") == "adapter_vs_base":
         scores.append(f"adapter {percent(results.get('adapter_score'))}")
     return f"{text}: {', '.join(scores)}."
+
+
+# A run writes its spot check beside results.json; `pytest-llmeval report` writes it there again.
+SPOT_CHECK_NAME = "spot_check.md"
+
+
+def spot_check_path(results: Path) -> Path:
+    """The spot check beside a results.json: where the run writes it, and `pytest-llmeval report` too."""
+    return results.parent / SPOT_CHECK_NAME
 
 
 def spot_check_markdown(
