@@ -1,9 +1,10 @@
 """Bad input fails fast, in one line, and a finished run is never lost (issue 24).
 
-BAD_INPUTS is the table README's "Bad input" section is written from (test_readme_lists_every_bad_input
-keeps the two in step): each case is made with real files (a truncated safetensors file, a folder where a
-file should be, ...), run through the real plugin serially and with -n 2, and must stop before any test
-with exit code 4 and exactly one `ERROR: llmeval: ...` line: never a traceback, never INTERNALERROR.
+BAD_INPUTS is the table the "Bad input" section of docs/benchmarks.md is written from
+(test_docs_list_every_bad_input keeps the two in step): each case is made with real files (a truncated
+safetensors file, a folder where a file should be, ...), run through the real plugin serially and with -n 2,
+and must stop before any test with exit code 4 and exactly one `ERROR: llmeval: ...` line: never a
+traceback, never INTERNALERROR.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _other_project(p: pytest.Pytester, m: Models) -> list[str]:
 @dataclass(frozen=True)
 class Bad:
     id: str
-    what: str  # the bad input, as README's table names it
+    what: str  # the bad input, as the docs' table names it
     make: Callable[[pytest.Pytester, Models], list[str]]  # writes the files, returns the arguments
     message: str  # fnmatch pattern of the one line after "ERROR: llmeval: "
     env: tuple[tuple[str, str], ...] = ()  # environment of the run (pytester's folder is the working one)
@@ -338,10 +339,10 @@ def test_bad_input_stops_the_run_in_one_line(
     assert not (pytester.path / "results.json").exists()  # stopped before any row
 
 
-def test_readme_lists_every_bad_input() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    missing = [case.what for case in BAD_INPUTS if f"| {case.what} |" not in readme]
-    assert not missing, f"README's bad-input table lacks: {missing}"
+def test_docs_list_every_bad_input() -> None:
+    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    missing = [case.what for case in BAD_INPUTS if f"| {case.what} |" not in page]
+    assert not missing, f"docs/benchmarks.md's bad-input table lacks: {missing}"
 
 
 def test_two_word_option_inside_the_project_is_fine(pytester: pytest.Pytester, tiny_model: Path) -> None:

@@ -4,7 +4,7 @@ This tests our wiring, not a model: `torch.cuda.is_available`, `device_count` an
 what the test wants, and `torch.nn.Module.to` records a move to a CUDA device instead of making it, so no
 weight ever goes to a GPU. What is checked: xdist worker i gets GPU i mod N, bfloat16 (float16 without bf16)
 under auto on CUDA and float32 on CPU, and the judge, scoring and embedding models of a worker land on the
-evaluated model's GPU, as the README's "Several GPUs" promises.
+evaluated model's GPU, as docs/models.md ("Several GPUs") promises.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""README claims that no other test checks, each tested as the README states it.
+"""Claims of the documentation (README.md and docs/) that no other test checks, each tested as stated.
 
 - "change the patterns with the ini option `llmeval_files`": another pattern collects, and `-k` selects;
 - saved predictions' `"benchmark"` field ("a path suffix, when ids repeat across files");
@@ -416,8 +416,9 @@ def test_ci_check_json_that_is_no_results_file_is_unreadable(tmp_path: Path, con
 
 
 def test_readme_names_each_claim_tested_here() -> None:
-    """The claims above are quoted from README.md: if one is reworded, this file must be looked at again."""
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    """The claims above are quoted from README.md and docs/: if one is reworded, look at this file again."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    readme = " ".join(" ".join(page.read_text(encoding="utf-8").split()) for page in pages)
     for claim in (
         "change the patterns with the ini option `llmeval_files`",
         '`"benchmark"` (a path suffix, when ids repeat across files)',

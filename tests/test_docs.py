@@ -1,0 +1,148 @@
+"""The documentation stays true to the code: the generated option reference is current and complete, the
+README stays a front page, every relative link and anchor resolves, and the MkDocs site builds strictly."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+OPTIONS_PAGE = DOCS / "reference" / "options.md"
+
+
+def _load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_options_doc", REPO / "tools" / "gen_options_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen_options_doc = _load_generator()
+
+
+def test_option_reference_is_the_generated_text() -> None:
+    committed = OPTIONS_PAGE.read_text(encoding="utf-8")
+    assert committed == gen_options_doc.render(), (
+        "docs/reference/options.md differs from the plugin's options: run `python tools/gen_options_doc.py`"
+    )
+
+
+def test_check_mode_fails_on_a_stale_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "docs" / "reference" / "options.md"
+    monkeypatch.setattr(gen_options_doc, "REPO", tmp_path)
+    monkeypatch.setattr(gen_options_doc, "OUTPUT", page)
+    assert gen_options_doc.main(["--check"]) == 1  # no page at all
+    assert gen_options_doc.main([]) == 0
+    assert gen_options_doc.main(["--check"]) == 0
+    page.write_text(page.read_text(encoding="utf-8").replace("--llmeval-batch-size", "--llmeval-batch"))
+    capsys.readouterr()
+    assert gen_options_doc.main(["--check"]) == 1
+    assert "differs from the plugin's options" in capsys.readouterr().err
+
+
+def test_option_reference_names_every_option(pytestconfig: pytest.Config) -> None:
+    """Every option the loaded plugin defines (read from the live config, not from the generator)."""
+    page = OPTIONS_PAGE.read_text(encoding="utf-8")
+    dests = [dest for dest in vars(pytestconfig.option) if dest.startswith("llmeval_")]
+    names = ["--adapter", "--base-model", *("--" + dest.replace("_", "-") for dest in dests)]
+    assert len(names) > 40
+    missing = [name for name in names if not re.search(rf"\| `{re.escape(name)}[ `]", page)]
+    assert not missing, f"docs/reference/options.md lacks {missing}"
+    assert "| `llmeval_files` |" in page  # the ini value
+
+
+def test_readme_is_a_front_page() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 200, f"README.md has {len(lines)} lines: move reference text into docs/"
+    # The title, then the two commands, then what they need: before anything else.
+    assert lines[:3] == ["# pytest-llmeval", "", "```bash"]
+    assert lines[3].startswith("make demo   # set up")
+    assert lines[4].startswith("make test   # set up the same way")
+    assert lines[5:7] == ["```", ""]
+    assert lines[7].startswith("Both commands work on a fresh machine")
+
+
+def _without_code(text: str) -> str:
+    """Markdown with fenced blocks and inline code blanked out: links inside them are not links."""
+    kept: list[str] = []
+    fence = ""
+    for line in text.splitlines():
+        marker = re.match(r"\s*(`{3,}|~{3,})", line)
+        if fence:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = ""
+            kept.append("")
+        elif marker:
+            fence = marker.group(1)
+            kept.append("")
+        else:
+            kept.append(re.sub(r"(`+).+?\1", "", line))
+    return "\n".join(kept)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The heading ids GitHub gives a Markdown file (mkdocs.yml makes the site use the same slugs)."""
+    seen: dict[str, int] = {}
+    ids: set[str] = set()
+    fence = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"\s*(`{3,}|~{3,})", line):
+            fence = not fence
+            continue
+        heading = None if fence else re.match(r"#{1,6} (.+)", line)
+        if not heading:
+            continue
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).replace("`", "")
+        slug = re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        ids.add(slug if count == 0 else f"{slug}-{count}")
+    return ids
+
+
+MARKDOWN = [README, *sorted(DOCS.rglob("*.md"))]
+
+
+@pytest.mark.parametrize("source", MARKDOWN, ids=lambda path: str(path.relative_to(REPO)))
+def test_relative_links_resolve(source: Path) -> None:
+    text = _without_code(source.read_text(encoding="utf-8"))
+    broken: list[str] = []
+    for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, ...
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (source.parent / file_part).resolve() if file_part else source
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no heading with id {anchor!r}")
+    assert not broken, f"{source.relative_to(REPO)}: {broken}"
+
+
+def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (the `dev` extra installs it)")
+    pytest.importorskip("material", reason="mkdocs-material is not installed (the `dev` extra installs it)")
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    command = [str(mkdocs)] if mkdocs.exists() else [sys.executable, "-m", "mkdocs"]
+    result = subprocess.run(
+        [*command, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "reference" / "options" / "index.html").is_file()
