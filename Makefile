@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: setup demo test test-fast bench lint mutants train-demo peft-vs-sft
+.PHONY: setup demo test test-fast bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
 
 setup: $(STAMP)
 
@@ -76,6 +76,23 @@ lint: $(STAMP)
 	$(BIN)/ruff check pytest_llmeval tests bench adapters tools
 	$(BIN)/ruff format --check pytest_llmeval tests bench adapters tools
 	$(BIN)/mypy
+
+# The docs site (docs/, mkdocs.yml): strict, so a broken link or anchor fails; the site lands in ./site.
+docs: $(STAMP)
+	$(BIN)/python tools/gen_options_doc.py --check
+	$(BIN)/mkdocs build --strict --quiet
+
+# action.yml and the example workflow: GitHub's schemas (offline) and zizmor's audit (no findings).
+check-actions: $(STAMP)
+	BIN=$(BIN) tools/check_actions.sh
+
+# The package as users get it: sdist and wheel built and twine-checked, the wheel installed into a fresh
+# venv (with CPU torch and the embedded model), the shipped examples run from a folder outside the checkout.
+package-check: $(STAMP)
+	BIN=$(abspath $(BIN)) tools/check_package.sh
+
+# Everything CI runs (.ci/run): lint, docs, the action, the package, then the whole test suite.
+check: lint docs check-actions package-check test
 
 train-demo: $(STAMP)
 	$(BIN)/python adapters/date-iso/train.py
