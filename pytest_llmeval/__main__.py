@@ -29,7 +29,6 @@ excepted, which print the usage first). `python -m pytest_llmeval.ci check` is k
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from typing import Any
 
 from pytest_llmeval import ci, convert, history, peft_sft, report
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.results import write_text_atomic
+from pytest_llmeval.results import ResultsFileError, read_results, write_text_atomic
 
 PROG = "pytest-llmeval"
 # The HTML report `report` writes unless --html says where; a run writes one only where --llmeval-html says.
@@ -227,21 +226,9 @@ def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _read_results(path: Path) -> dict[str, Any]:
     """The results.json document at `path`; _Refused naming the file when it cannot be read or is not one."""
     try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except OSError as exc:
-        raise _Refused(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise _Refused(f"cannot read {path}: not UTF-8 text ({exc.reason}): not a results.json") from None
-    except json.JSONDecodeError as exc:
-        raise _Refused(
-            f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise _Refused(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
-    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
-        raise _Refused(f"cannot read {path}: not a results.json (no benchmarks list)")
-    return document
+        return read_results(path)
+    except ResultsFileError as exc:
+        raise _Refused(str(exc)) from None
 
 
 def _not_results(path: Path, exc: Exception) -> str:

@@ -24,12 +24,10 @@ Pure: no torch, no pytest; scipy is imported on the first paired test.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pytest_llmeval import training
@@ -47,11 +45,13 @@ from pytest_llmeval.perplexity import SCRIPTS, script_of
 from pytest_llmeval.records import ADAPTER, BASE, has_model, score, score_value, variant_of
 from pytest_llmeval.report import md_code, md_escape
 from pytest_llmeval.results import (
+    ResultsFileError,
     char_accuracy_summary,
     comparison_values,
     kinds_of,
     perplexity_summary,
 )
+from pytest_llmeval.results import read_results as read_results_file
 
 PERPLEXITY_MEASURE = "perplexity"  # a benchmark of perplexity rows: corpus perplexity, lower is better
 # Scripts that make a perplexity benchmark a Japanese one (kanji also covers Chinese text: a Chinese corpus
@@ -265,20 +265,10 @@ class Side:
 
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A results.json document; PeftSftError naming the file when it is missing or not one."""
-    where = Path(path)
     try:
-        data = where.read_bytes()
-    except FileNotFoundError:
-        raise PeftSftError(f"{where}: no such file") from None
-    except OSError as exc:
-        raise PeftSftError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PeftSftError(f"{where}: not UTF-8 text ({exc.reason}): not a results.json") from None
-    except json.JSONDecodeError as exc:
-        raise PeftSftError(f"{where}:{exc.lineno}: not JSON ({exc.msg}): not a results.json") from None
-    return _checked(document, str(where))
+        return read_results_file(path)
+    except ResultsFileError as exc:
+        raise PeftSftError(str(exc)) from None
 
 
 def _checked(document: Any, source: str) -> dict[str, Any]:

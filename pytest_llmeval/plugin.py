@@ -1787,4 +1787,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if _HISTORY_KEY in config.stash:
         entry, removed = config.stash[_HISTORY_KEY]
         pruned = f" ({removed} older run(s) removed: --llmeval-history-keep)" if removed else ""
-        terminalreporter.write_line(f"history: {entry}{pruned}; list with `python -m pytest_llmeval history`")
+        terminalreporter.write_line(f"history: {entry}{pruned}; list with `pytest-llmeval history`")

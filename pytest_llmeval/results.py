@@ -1189,6 +1189,32 @@ def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
     write_text_atomic(path, document_text(document))
 
 
+class ResultsFileError(ValueError):
+    """A results.json that cannot be read, or is not one; the message names the file and says why."""
+
+
+def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The results.json document at `path` (every command that reads one reads it here)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(
+            f"cannot read {path}: not UTF-8 text ({exc.reason}): not a results.json"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(
+            f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise ResultsFileError(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        raise ResultsFileError(f"cannot read {path}: not a results.json (no benchmarks list)")
+    return document
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temp file beside `path`, then os.replace: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)

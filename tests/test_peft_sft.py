@@ -467,9 +467,9 @@ def test_cli_exit_status_and_table(tmp_path: Path, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("files", "options", "message"),
     [
-        (["missing.json"], [], "missing.json: no such file"),
-        (["notes.json"], [], "notes.json: not a results.json (no 'benchmarks' list)"),
-        (["broken.json"], [], "broken.json:1: not JSON"),
+        (["missing.json"], [], "missing.json: No such file or directory"),
+        (["notes.json"], [], "notes.json: not a results.json (no benchmarks list)"),
+        (["broken.json"], [], "broken.json: not JSON (Expecting property name"),
         (["close.json"], ["--sft-column", "nobody"], "close.json: no column 'nobody'; its columns: base"),
         (["close.json"], ["--peft-training-log", "nolog"], "nolog: no such file or folder"),
     ],
@@ -486,6 +486,7 @@ def test_cli_bad_input_is_status_2_naming_the_file(
     assert main(["compare", *arguments]) == 2
     err = capsys.readouterr().err
     assert message in err and str(tmp_path) in err
+    assert err.count("\n") == 1  # one line, no traceback
 
 
 def test_cli_refuses_a_threshold_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
