@@ -210,26 +210,16 @@ def test_the_installed_console_script_runs_the_command(pytester: pytest.Pytester
     assert script.is_file(), f"{script}: not installed (pip install -e . installs the console script)"
     results = a_run(pytester)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    check = subprocess.run(
-        [script, "check", results],
-        capture_output=True,
-        text=True,
-        cwd=pytester.path,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+
+    def run(*command: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, capture_output=True, text=True, cwd=pytester.path, env=env, timeout=120, check=False
+        )
+
+    check = run(script, "check", results)
     assert check.returncode == 0 and "llmeval: 0 failure(s)" in check.stdout, check.stdout + check.stderr
     # `python -m pytest_llmeval` names itself as it was typed.
-    usage = subprocess.run(
-        [sys.executable, "-m", "pytest_llmeval", "report", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=pytester.path,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    usage = run(sys.executable, "-m", "pytest_llmeval", "report", "--help")
     assert usage.returncode == 0 and usage.stdout.startswith("usage: python -m pytest_llmeval report "), (
         usage.stdout
     )
