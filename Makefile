@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: setup demo test test-fast bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
+.PHONY: setup demo test test-fast test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
 
 setup: $(STAMP)
 
@@ -45,14 +45,36 @@ demo: $(STAMP)
 # Everything, with coverage: it fails below the floor (the figure measured when it was set; raise it, never
 # lower it). CI also sets LLMEVAL_REQUIRE_STRICT=1: strict sandbox tests then fail instead of skipping.
 COVERAGE_FLOOR ?= 77
-# Serially: the interrupt and crash tests time real signals, and run beside other tests on 2 cores they read
-# contention as failure. (The pytester tests run the plugin itself under -n 2.)
+# On every core (xdist, -n auto: 2 workers here), whole files per worker and the longest files first
+# (tests/conftest.py; tests/durations.json is the order, `make test-profile` renews it), each worker's torch
+# given its share of the cores. Then the tests marked `serial` (sub-second timeouts) alone, their coverage
+# added to the first run's. Both runs always run; the target fails if either failed.
+PARALLEL := -n auto --dist loadgroup
+SERIAL := -n 0
 test: $(STAMP)
-	$(BIN)/pytest -q --durations=15 --cov=pytest_llmeval --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	rc=0; \
+	$(BIN)/pytest -q $(PARALLEL) -m "not serial" --durations=15 --cov=pytest_llmeval --cov-report= || rc=$$?; \
+	$(BIN)/pytest -q $(SERIAL) -m serial --cov=pytest_llmeval --cov-append --cov-report=term:skip-covered \
+	  --cov-fail-under=$(COVERAGE_FLOOR) || rc=$$?; \
+	exit $$rc
 
-# The quick loop: everything but the real model, the browser and the sandbox at scale (tests marked slow).
+# The quick loop (under 3 minutes on 2 cores): everything but the tests marked slow (the real model, the
+# browser, the sandbox at scale), in parallel, then the fast serial tail.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	rc=0; \
+	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not serial" || rc=$$?; \
+	$(BIN)/pytest -q $(SERIAL) -m "serial and not slow" || rc=$$?; \
+	exit $$rc
+
+# Where the suite's time goes: make test's runs with a JUnit XML and fixture timings in .profile/, then the
+# tables by file, test and fixture (.profile/report.txt), and tests/durations.json renewed for the schedule.
+test-profile: $(STAMP)
+	rm -rf .profile && mkdir .profile; \
+	$(BIN)/pytest -q $(PARALLEL) -m "not serial" --cov=pytest_llmeval --cov-report= \
+	  --junitxml=.profile/parallel.xml --fixture-durations=.profile/fixtures.json; \
+	$(BIN)/pytest -q $(SERIAL) -m serial --cov=pytest_llmeval --cov-append --cov-report= \
+	  --junitxml=.profile/serial.xml --fixture-durations=.profile/fixtures.json.serial; \
+	$(BIN)/python tools/test_profile.py .profile --write tests/durations.json | tee .profile/report.txt
 
 # Hand-made mutants of the seams (xdist scheduler, atomic write, strict sandbox, ...): each must be killed.
 mutants: $(STAMP)

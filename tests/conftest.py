@@ -1,12 +1,23 @@
-"""Shared fixtures: tiny random models and adapters, built once per test session."""
+"""Shared fixtures: tiny random models and adapters, built once per test session; how the suite runs in
+parallel (docs/development.md, "The test suite's time")."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+# Under xdist, each worker gets its share of the cores for torch's threads, set before torch is imported
+# (and inherited by every process a test starts: a subprocess run, a server, an inner run's workers). Two
+# workers of two threads each on two cores spin against each other in OpenMP: the suite's CPU time doubled.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_share))
 
 # numpy, torch and what transformers and peft register in torch cannot be imported twice in one process
 # ("bad call flags", "Only a single TORCH_LIBRARY"), and pytester's in-process runs forget the modules
@@ -15,6 +26,7 @@ import peft  # noqa: F401
 import pytest
 import torch  # noqa: F401
 from helpers import REPO, build_tiny_adapter, build_tiny_model
+from hypothesis import settings
 from locollm import validate_locollm
 from transformers import LlamaForCausalLM  # noqa: F401
 
@@ -85,3 +97,87 @@ def _every_results_json_follows_locollm(request: pytest.FixtureRequest) -> Itera
                     validate_locollm(document, unscored_top_level=True)
                 except AssertionError as exc:
                     raise AssertionError(f"{path}: {exc}") from None
+
+
+@pytest.fixture(autouse=True)
+def _no_outer_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test sees the same environment whether this suite runs serially or under xdist: the runs it
+    starts (in process, or as subprocesses) must not take themselves for workers of the outer run."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The suite under xdist (make test, make test-fast): whole files per worker, the longest files first.
+
+# Seconds each test file took in the last profile (`make test-profile` writes it): the schedule's order.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def _file_weights() -> dict[str, float]:
+    try:
+        found = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the files that took longest go first (by the profile's seconds), so the long ones do not
+    start last and run alone at the end (longest-processing-time-first). Tests keep their order in a file;
+    a serial run keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    weights = _file_weights()
+    items.sort(key=lambda item: -weights.get(item.nodeid.split("::", 1)[0], 0.0))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` for this suite: a file's tests stay on one worker (its module fixtures, such as a
+    real-model run that several tests read, are built once), tests marked `xdist_group(name)` share one
+    worker across files, and the files go out in collection order (the order above)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist appends @name for xdist_group
+                return nodeid.rsplit("@", 1)[1]
+            return nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False  # keep the order above, not "most tests first"
+    return FileOrGroupScheduling(config, log)
+
+
+# `--fixture-durations=PATH`: seconds spent setting up each fixture, summed by name, written as JSON (a
+# worker appends its id to the name). tools/test_profile.py reads it beside the JUnit XML.
+_FIXTURE_SECONDS: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fixture-durations", default=None, help="write fixture set-up seconds to this file")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    started = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        key = f"{fixturedef.argname} ({fixturedef.scope})"
+        _FIXTURE_SECONDS[key] = _FIXTURE_SECONDS.get(key, 0.0) + time.perf_counter() - started
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = session.config.getoption("fixture_durations")
+    if target:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        path = Path(f"{target}.{worker}" if worker else target)
+        path.write_text(json.dumps(_FIXTURE_SECONDS, indent=1, sort_keys=True), encoding="utf-8")
+
+
+# Hypothesis's 200 ms deadline per example measures the machine, not the code: beside a busy xdist worker a
+# correct example can take longer. Examples and shrinking are unchanged (`@settings` in a test still wins).
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")

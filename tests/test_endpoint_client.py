@@ -45,6 +45,10 @@ from pytest_llmeval.endpoint import (
     retry_after_seconds,
 )
 
+# Timeouts of a quarter to half a second, and the bound on how long a fault takes: beside a busy worker a
+# healthy answer can take that long, so make test runs this file alone, after the parallel run.
+pytestmark = pytest.mark.serial
+
 # A key that must never be printed: every message, answer, repr and counter is searched for it.
 SENTINEL = "sk-SENTINEL-never-print-me-7f3a9c"
 

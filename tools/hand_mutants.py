@@ -75,8 +75,8 @@ MUTANTS = (
     Mutant(
         name="sides-swapped",
         file="pytest_llmeval/results.py",
-        old="    adapter, base = paired_scores(records)\n    return adapter, base, True, SCORE_MEASURE",
-        new="    adapter, base = paired_scores(records)\n    return base, adapter, True, SCORE_MEASURE",
+        old="    adapter, base = paired_scores(records, column, against)\n    return adapter, base, True,",
+        new="    adapter, base = paired_scores(records, column, against)\n    return base, adapter, True,",
         tests=("tests/test_gate_statistics.py",),
         why="gates and statistics compare base against adapter",
     ),
