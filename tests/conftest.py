@@ -19,21 +19,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, str(_share))
 
-# numpy, torch and what transformers and peft register in torch cannot be imported twice in one process
-# ("bad call flags", "Only a single TORCH_LIBRARY"), and pytester's in-process runs forget the modules
-# they imported: import them once here, before any run needs them, whichever test file runs first.
-import peft  # noqa: F401
 import pytest
-import torch  # noqa: F401
 from helpers import REPO, build_tiny_adapter, build_tiny_model
 from hypothesis import settings
 from locollm import validate_locollm
-from transformers import LlamaForCausalLM  # noqa: F401
-
-import pytest_llmeval.stats  # noqa: F401
 
 if TYPE_CHECKING:
     from pytest_llmeval.models import LoadedModel
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """numpy, torch and what transformers and peft register in torch cannot be imported twice in one process
+    ("bad call flags", "Only a single TORCH_LIBRARY"), and pytester's in-process runs forget the modules
+    they imported: import them once, before any test runs, whichever test file runs first. Not in an xdist
+    controller, which runs no test: its 7 s of imports would only delay the workers' start."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        import peft  # noqa: F401
+        import torch  # noqa: F401
+        from transformers import LlamaForCausalLM  # noqa: F401
+
+        import pytest_llmeval.stats  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -110,26 +115,31 @@ def _no_outer_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # The suite under xdist (make test, make test-fast): whole files per worker, the longest files first.
 
-# Seconds each test file took in the last profile (`make test-profile` writes it): the schedule's order.
+# The last profile (`make test-profile` writes it): seconds by test file, the schedule's order, and the tests
+# that took 2 s or more, which are marked slow so that make test-fast stays a quick loop.
 DURATIONS = Path(__file__).with_name("durations.json")
 
 
-def _file_weights() -> dict[str, float]:
+def _profile() -> tuple[dict[str, float], set[str]]:
     try:
         found = json.loads(DURATIONS.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        return {str(k): float(v) for k, v in found["files"].items()}, set(found["slow_tests"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}, set()
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the files that took longest go first (by the profile's seconds), so the long ones do not
-    start last and run alone at the end (longest-processing-time-first). Tests keep their order in a file;
-    a serial run keeps pytest's order."""
-    if not hasattr(config, "workerinput"):
-        return
-    weights = _file_weights()
-    items.sort(key=lambda item: -weights.get(item.nodeid.split("::", 1)[0], 0.0))
+    """Tests that took 2 s or more in the last profile are `slow` too (beside those marked so in the code:
+    the real model, the browser). Under xdist, the files that took longest go first, so the long ones do not
+    start last and run alone at the end (longest-processing-time-first); tests keep their order in a file,
+    and a serial run keeps pytest's order."""
+    weights, slow = _profile()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: -weights.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

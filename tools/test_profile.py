@@ -6,7 +6,8 @@
 It reads every JUnit XML in the folder (a testcase's time is its set-up, call and tear-down together) and
 every `fixtures.json*` that tests/conftest.py's `--fixture-durations` wrote (one per xdist worker). With
 --write it stores the seconds of each test file, which tests/conftest.py reads to send the longest files to
-the workers first.
+the workers first, and the tests that took 2 s or more (--slow-over), which it marks `slow`: make test-fast
+leaves them out (they start processes: an xdist run's workers, a subprocess, a server).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# make test-fast leaves out the tests that took this long or longer in the last profile (tests/conftest.py).
+SLOW_OVER = 2.0
 
 
 def test_seconds(folder: Path) -> dict[str, float]:
@@ -62,7 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="what make test-profile wrote (.profile)")
     parser.add_argument("--top", type=int, default=30, help="rows of each table (default 30)")
-    parser.add_argument("--write", type=Path, help="store the seconds of each test file here (JSON)")
+    parser.add_argument("--write", type=Path, help="store the seconds of each file and slow test here (JSON)")
+    parser.add_argument(
+        "--slow-over",
+        type=float,
+        default=SLOW_OVER,
+        help=f"with --write: a test that took this many seconds or more is slow (default {SLOW_OVER})",
+    )
     args = parser.parse_args(argv)
     tests = test_seconds(args.folder)
     if not tests:
@@ -80,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     if fixtures:
         print(table("By fixture (set-up only)", fixtures.most_common(args.top), total))
     if args.write is not None:
-        rounded = {name: round(seconds, 1) for name, seconds in sorted(files.items())}
-        args.write.write_text(json.dumps(rounded, indent=1) + "\n", encoding="utf-8")
-        print(f"\nseconds by file written to {args.write}")
+        stored = {
+            "slow_over": args.slow_over,
+            "files": {name: round(seconds, 1) for name, seconds in sorted(files.items())},
+            "slow_tests": {n: round(s, 1) for n, s in sorted(tests.items()) if s >= args.slow_over},
+        }
+        args.write.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+        slow = len(stored["slow_tests"])
+        print(f"\nseconds by file, and the {slow} tests of {args.slow_over} s or more: {args.write}")
     return 0
 
 
