@@ -1,0 +1,74 @@
+"""tools/test_profile.py: the JUnit XML of a run read back into seconds by test and by file, and the
+durations file the suite's schedule and fast tier read (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("test_profile_tool", REPO / "tools" / "test_profile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("test_profile_tool", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL = _tool()
+
+
+def _junit(folder: Path, name: str, cases: list[tuple[str, str, float]]) -> None:
+    body = "".join(f'<testcase classname="{c}" name="{n}" time="{t}"/>' for c, n, t in cases)
+    (folder / name).write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+
+
+def test_seconds_by_test_and_file_and_the_slow_ones_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _junit(
+        tmp_path,
+        "parallel.xml",
+        [
+            ("tests.test_e2e", "test_main_job_generated_every_output", 150.0),
+            ("tests.test_e2e", "test_adapter_beats_base_on_its_task", 0.5),
+            ("tests.test_stats", "test_wilcoxon_signed_rank_matches_scipy[d2]", 1.5),
+        ],
+    )
+    _junit(tmp_path, "serial.xml", [("tests.test_endpoint_client", "test_retry[status-409]", 2.0)])
+    (tmp_path / "fixtures.json.gw0").write_text(json.dumps({"main_job (module)": 149.0}))
+    (tmp_path / "fixtures.json.gw1").write_text(json.dumps({"main_job (module)": 1.0}))
+    out = tmp_path / "durations.json"
+    assert TOOL.main([str(tmp_path), "--write", str(out)]) == 0
+    stored = json.loads(out.read_text())
+    assert stored["files"] == {
+        "tests/test_e2e.py": 150.5,
+        "tests/test_endpoint_client.py": 2.0,
+        "tests/test_stats.py": 1.5,
+    }
+    # 2 s or more: slow (the fast tier leaves it out); under it, fast.
+    assert stored["slow_tests"] == {
+        "tests/test_e2e.py::test_main_job_generated_every_output": 150.0,
+        "tests/test_endpoint_client.py::test_retry[status-409]": 2.0,
+    }
+    printed = capsys.readouterr().out
+    assert "150.0" in printed and "main_job (module)" in printed and "150.0  " in printed
+
+
+def test_a_folder_without_junit_xml_is_an_error(tmp_path: Path) -> None:
+    assert TOOL.main([str(tmp_path)]) == 2
+
+
+def test_the_committed_durations_name_files_that_exist() -> None:
+    """A renamed or removed test file leaves its entry behind: make test-profile renews the file."""
+    stored = json.loads((REPO / "tests" / "durations.json").read_text(encoding="utf-8"))
+    missing = [name for name in stored["files"] if not (REPO / name).is_file()]
+    assert not missing, f"tests/durations.json names files that are gone: {missing}; run make test-profile"
