@@ -24,6 +24,14 @@ from helpers import REPO, build_tiny_adapter, build_tiny_model
 from hypothesis import settings
 from locollm import validate_locollm
 
+from pytest_llmeval.models import CACHE_ENV, cache_dir
+
+# pytester points HOME at each test's own folder, and the embedded model's converted folder lives under HOME
+# by default: every pytester run of the embedded model converted the GGUF again (a minute each, in a dozen
+# tests). The whole session, and every process it starts, shares one converted folder, as a user's runs do
+# (the cache's own behaviour is tested with folders of its own: tests/test_models.py, test_readme_claims.py).
+os.environ.setdefault(CACHE_ENV, str(cache_dir()))
+
 if TYPE_CHECKING:
     from pytest_llmeval.models import LoadedModel
 
