@@ -124,7 +124,7 @@ def _no_outer_xdist_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 # The suite under xdist (make test, make test-fast): whole files per worker, the longest files first.
 
 # The last profile (`make test-profile` writes it): seconds by test file, the schedule's order, and the tests
-# that took 2 s or more, which are marked slow so that make test-fast stays a quick loop.
+# that took 1.5 s or more, which are marked slow so that make test-fast stays a quick loop.
 DURATIONS = Path(__file__).with_name("durations.json")
 
 
@@ -138,7 +138,7 @@ def _profile() -> tuple[dict[str, float], set[str]]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that took 2 s or more in the last profile are `slow` too (beside those marked so in the code:
+    """Tests that took 1.5 s or more in the last profile are `slow` too (beside those marked so in the code:
     the real model, the browser). Under xdist, the files that took longest go first, so the long ones do not
     start last and run alone at the end (longest-processing-time-first); tests keep their order in a file,
     and a serial run keeps pytest's order."""

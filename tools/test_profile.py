@@ -6,7 +6,7 @@
 It reads every JUnit XML in the folder (a testcase's time is its set-up, call and tear-down together) and
 every `fixtures.json*` that tests/conftest.py's `--fixture-durations` wrote (one per xdist worker). With
 --write it stores the seconds of each test file, which tests/conftest.py reads to send the longest files to
-the workers first, and the tests that took 2 s or more (--slow-over), which it marks `slow`: make test-fast
+the workers first, and the tests that took 1.5 s or more (--slow-over), which it marks `slow`: make test-fast
 leaves them out (they start processes: an xdist run's workers, a subprocess, a server).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # make test-fast leaves out the tests that took this long or longer in the last profile (tests/conftest.py).
-SLOW_OVER = 2.0
+SLOW_OVER = 1.5
 
 
 def test_seconds(folder: Path) -> dict[str, float]:
