@@ -6,15 +6,31 @@ The tiny models use the embedded SmolLM2 tokenizer (real chat template, real EOS
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script that is no module of a package (tools/*.py, an adapter's train.py) imported under `name`,
+    once per process."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before exec: dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
 
 
 def build_tiny_model(path: Path, *, hidden: int = 32, seed: int = 0) -> Path:

@@ -3,15 +3,14 @@ README stays a front page, every relative link and anchor resolves, and the MkDo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -19,15 +18,7 @@ DOCS = REPO / "docs"
 OPTIONS_PAGE = DOCS / "reference" / "options.md"
 
 
-def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_options_doc", REPO / "tools" / "gen_options_doc.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen_options_doc = _load_generator()
+gen_options_doc = load_script(REPO / "tools" / "gen_options_doc.py", "gen_options_doc")
 
 
 def test_option_reference_is_the_generated_text() -> None:

@@ -7,27 +7,12 @@ of commits). This fast check fails the suite instead, and names the mutant to re
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from helpers import REPO, load_script
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _hand_mutants() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hand_mutants", REPO / "tools" / "hand_mutants.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("hand_mutants", module)  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _hand_mutants().MUTANTS
+MUTANTS = load_script(REPO / "tools" / "hand_mutants.py", "hand_mutants").MUTANTS
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])

@@ -3,27 +3,13 @@ durations file the suite's schedule and fast tier read (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import REPO, load_script
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("test_profile_tool", REPO / "tools" / "test_profile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("test_profile_tool", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = _tool()
+TOOL = load_script(REPO / "tools" / "test_profile.py", "test_profile_tool")
 
 
 def _junit(folder: Path, name: str, cases: list[tuple[str, str, float]]) -> None:

@@ -6,17 +6,15 @@ Nothing here trains: the scripts' pure parts are tested, and the replay cache on
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from helpers import REPO
+from helpers import REPO, load_script
 
 from pytest_llmeval.prompts import Layer, adapter_layer
 
@@ -24,17 +22,9 @@ ADAPTERS = ("date-iso", "sentiment")
 SYSTEM = "Answer with the result only."
 
 
-def load_script(adapter: str) -> ModuleType:
+def train_script(adapter: str) -> ModuleType:
     """adapters/<adapter>/train.py as a module (its folder name is no package name)."""
-    name = "train_" + adapter.replace("-", "_")
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "adapters" / adapter / "train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # before exec: dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "adapters" / adapter / "train.py", "train_" + adapter.replace("-", "_"))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +58,7 @@ def rebuild(script: ModuleType, committed: dict[str, Any], **changes: Any) -> di
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_committed_metadata_is_what_train_py_writes(adapter: str) -> None:
-    script = load_script(adapter)
+    script = train_script(adapter)
     path = REPO / "adapters" / adapter / "metadata.json"
     text = path.read_text(encoding="utf-8")
     committed = json.loads(text)
@@ -88,7 +78,7 @@ def test_committed_metadata_declares_no_prompt_to_the_plugin(adapter: str) -> No
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_metadata_records_the_system_prompt_trained_with(adapter: str) -> None:
-    script = load_script(adapter)
+    script = train_script(adapter)
     folder = REPO / "adapters" / adapter
     committed = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
     metadata = rebuild(script, committed, system=SYSTEM)
@@ -100,7 +90,7 @@ def test_metadata_records_the_system_prompt_trained_with(adapter: str) -> None:
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_system_option(adapter: str) -> None:
-    script = load_script(adapter)
+    script = train_script(adapter)
     assert script.parse_args([]).system is None
     assert script.parse_args(["--system", SYSTEM]).system == SYSTEM
 
@@ -109,7 +99,7 @@ def test_system_option(adapter: str) -> None:
 def test_system_prompt_reaches_the_training_prompts(adapter: str, tokenizer: Any) -> None:
     from pytest_llmeval.generation import build_prompt
 
-    script = load_script(adapter)
+    script = train_script(adapter)
     answer_key = "output" if adapter == "date-iso" else "expected_output"
     row = {"instruction": "Normalise the date.", "input": "3rd of May 2021", answer_key: "2021-05-03"}
 
@@ -132,7 +122,7 @@ def test_system_prompt_reaches_the_training_prompts(adapter: str, tokenizer: Any
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_replay_key_holds_the_system_prompt_and_is_unchanged_without_one(adapter: str) -> None:
-    script = load_script(adapter)
+    script = train_script(adapter)
     assert script.replay_key("Add.", "2 + 2", 48, None) == ("Add.", "2 + 2", 48)  # the key before --system
     keys = {script.replay_key("Add.", "2 + 2", 48, s) for s in (None, "", SYSTEM, SYSTEM + " ")}
     assert len(keys) == 4
@@ -155,7 +145,7 @@ def isolate_cache(script: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_committed_replay_cache_serves_a_run_without_system_prompt(
     adapter: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    script = load_script(adapter)
+    script = train_script(adapter)
     committed = script.REPLAY_ANSWERS_FILE.read_bytes()
     shutil.copy(script.REPLAY_PROMPTS_FILE, tmp_path / "replay_prompts.jsonl")
     isolate_cache(script, monkeypatch, tmp_path)
@@ -172,7 +162,7 @@ def test_replay_cache_does_not_serve_answers_given_under_another_system_prompt(
 ) -> None:
     from pytest_llmeval.models import ModelSpec, load
 
-    script = load_script(adapter)
+    script = train_script(adapter)
     isolate_cache(script, monkeypatch, tmp_path)
     prompts = [
         {"instruction": "Answer the question.", "input": "What colour is the sky?"},
