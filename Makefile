@@ -50,7 +50,9 @@ COVERAGE_FLOOR ?= 77
 # given its share of the cores. Then the tests marked `serial` (sub-second timeouts) alone, their coverage
 # added to the first run's. Both runs always run; the target fails if either failed.
 PARALLEL := -n auto --dist loadgroup
-SERIAL := -n 0
+# The serial run collects only the files that mark tests serial (a whole collection costs 10 s of imports);
+# tests/test_suite_profile.py checks that every serial mark is written where this finds it.
+SERIAL := -n 0 $(shell grep -l "pytest.mark.serial" tests/test_*.py)
 test: $(STAMP)
 	rc=0; \
 	$(BIN)/pytest -q $(PARALLEL) -m "not serial" --durations=15 --cov=pytest_llmeval --cov-report= || rc=$$?; \

@@ -58,3 +58,24 @@ def test_the_committed_durations_name_files_that_exist() -> None:
     stored = json.loads((REPO / "tests" / "durations.json").read_text(encoding="utf-8"))
     missing = [name for name in stored["files"] if not (REPO / name).is_file()]
     assert not missing, f"tests/durations.json names files that are gone: {missing}; run make test-profile"
+
+
+def test_every_serial_mark_is_where_the_makefile_looks() -> None:
+    """make test's serial run collects only the files that hold the text "pytest" "." "mark.serial"
+    (Makefile, SERIAL): a test marked serial any other way (`mark.serial` imported alone, a marker added in
+    a hook) would run in neither of make test's runs."""
+    import re
+
+    text = "pytest." + "mark.serial"  # spelt in two parts: this file itself is not one to collect
+    sources = {path.name: path.read_text("utf-8") for path in sorted((REPO / "tests").glob("*.py"))}
+    del sources[Path(__file__).name]  # it names the marker in this check, and marks no test
+    marked = {
+        name
+        for name, source in sources.items()
+        if re.search(r"\bmark\.serial\b|add_marker\([^)]*serial", source)
+    }
+    found = {name for name, source in sources.items() if name.startswith("test_") and text in source}
+    assert found, "no test is marked serial: the Makefile's serial run would collect the whole suite"
+    assert marked == found, f"marked serial: {sorted(marked)}; found by the Makefile: {sorted(found)}"
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert f'grep -l "{text}" tests/test_*.py' in makefile

