@@ -24,8 +24,9 @@ class InputError(ValueError):
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 
 
-def check_safetensors(path: Path) -> None:
-    """Read a safetensors file's header (not its tensors): damaged or truncated files fail here.
+def check_safetensors(path: Path) -> dict[str, Any]:
+    """Read a safetensors file's header (not its tensors): damaged or truncated files fail here. Returns
+    the header, tensor name -> {dtype, shape, data_offsets} (and `__metadata__`).
 
     Format: 8 bytes little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets}},
     then the data buffer, in which every tensor's [begin, end) offsets must lie.
@@ -72,6 +73,7 @@ def check_safetensors(path: Path) -> None:
             f"{path}: truncated safetensors file (its tensors need {needed} bytes of data, it holds "
             f"{data_size}); copy or save it again"
         )
+    return header
 
 
 def read_json_object(path: Path, what: str) -> dict[str, Any]:
@@ -141,7 +143,26 @@ def check_model_folder(folder: Path, what: str) -> None:
     found = [name for name in WEIGHT_FILES if (folder / name).is_file()]
     if not found:
         raise InputError(f"{what} {folder}: no weights ({', '.join(WEIGHT_FILES)})")
+    for shard in safetensors_shards(folder, what):
+        check_safetensors(shard)
+    tokenizer = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not tokenizer:
+        raise InputError(
+            f"{what} {folder}: no tokenizer ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
+            "model (tokenizer.save_pretrained)"
+        )
+    # tokenizer.json (megabytes) is parsed by the tokenizer itself; its small config is checked here.
+    if "tokenizer_config.json" in tokenizer:
+        read_json_object(folder / "tokenizer_config.json", what)
+
+
+def safetensors_shards(folder: Path, what: str) -> list[Path]:
+    """A model folder's safetensors weight files (one, or the shards its index names); [] when its weights
+    are another format (pytorch_model.bin)."""
+    found = [name for name in WEIGHT_FILES if (folder / name).is_file()]
     shards: list[Path] = []
+    if not found:
+        return shards
     if found[0] == "model.safetensors":
         shards = [folder / "model.safetensors"]
     elif found[0] == "model.safetensors.index.json":
@@ -155,17 +176,7 @@ def check_model_folder(folder: Path, what: str) -> None:
             raise InputError(
                 f"{what} {folder}: weight files named in {found[0]} are missing: {', '.join(missing)}"
             )
-    for shard in shards:
-        check_safetensors(shard)
-    tokenizer = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
-    if not tokenizer:
-        raise InputError(
-            f"{what} {folder}: no tokenizer ({', '.join(TOKENIZER_FILES)}); save the tokenizer beside the "
-            "model (tokenizer.save_pretrained)"
-        )
-    # tokenizer.json (megabytes) is parsed by the tokenizer itself; its small config is checked here.
-    if "tokenizer_config.json" in tokenizer:
-        read_json_object(folder / "tokenizer_config.json", what)
+    return shards
 
 
 def adapter_weights(folder: Path) -> Path | None:

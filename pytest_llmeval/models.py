@@ -32,6 +32,8 @@ from pytest_llmeval.inputs import (
     check_adapter_folder,
     check_model_folder,
     check_output_folder,
+    check_safetensors,
+    safetensors_shards,
 )
 
 if TYPE_CHECKING:
@@ -137,13 +139,11 @@ def embedded_gguf_path() -> Path:
 def embedded_model_dir() -> Path:
     """A plain fp32 transformers folder of the embedded model, converted from the GGUF file once."""
     gguf = embedded_gguf_path()
-    import transformers
-
     # The folder is keyed by the package and transformers versions: a new GGUF or a new dequantiser
-    # gives a new folder instead of silently reusing an old conversion.
-    key = (
-        f"{EMBEDDED_DIST}-{importlib.metadata.version(EMBEDDED_DIST)}-transformers-{transformers.__version__}"
-    )
+    # gives a new folder instead of silently reusing an old conversion. The versions come from the
+    # installed packages' metadata: finding the folder imports no transformers (nor torch).
+    transformers_version = importlib.metadata.version("transformers")
+    key = f"{EMBEDDED_DIST}-{importlib.metadata.version(EMBEDDED_DIST)}-transformers-{transformers_version}"
     target = cache_dir() / "models" / f"{EMBEDDED_NAME}-{key}"
     if (target / "config.json").is_file():
         return target
@@ -456,8 +456,58 @@ def check_adapter_fits(adapter: Path, base_path: str) -> None:
     checked = (str(weights.resolve()), stat.st_size, stat.st_mtime_ns, base_path)
     if checked in _FITS:
         return
-    _check_adapter_fits(adapter, weights, base_path)
+    # The files' headers prove most fits without torch: an xdist controller, which loads no model, then
+    # imports none (8 s of CPU and a gigabyte of memory before the workers start). Whatever they cannot
+    # prove, the model on the meta device decides, with the message naming what does not fit.
+    if not _fits_by_headers(weights, base_path):
+        _check_adapter_fits(adapter, weights, base_path)
     _FITS.add(checked)
+
+
+def _fits_by_headers(weights: Path, base_path: str) -> bool:
+    """Whether the safetensors headers of the adapter and the base alone prove the fit: every tensor a LoRA
+    A or B matrix of a module whose 2-D base weight (out_features, in_features) it matches, as the meta
+    model check would find. False is "not proven", never "does not fit": a tied or renamed weight, a
+    quantised or .bin base, an embedding, saved modules or trained token rows go to the meta model."""
+    shapes = _weight_shapes(base_path)
+    if not shapes:
+        return False
+    try:
+        header = check_safetensors(weights)
+    except InputError:
+        return False  # the meta model check reads it and says what is wrong
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        path = key.removeprefix("base_model.model.")
+        part = ".lora_A." if ".lora_A." in path else ".lora_B." if ".lora_B." in path else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        base = shapes.get(path.split(part, 1)[0] + ".weight") if part else None
+        if part is None or base is None or len(base) != 2 or not isinstance(shape, list) or not shape:
+            return False
+        out_features, in_features = base
+        if shape[-1 if part == ".lora_A." else 0] != (in_features if part == ".lora_A." else out_features):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4)
+def _weight_shapes(base_path: str) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape in a model folder's safetensors files, from their headers (nothing loaded);
+    empty when they cannot be read or the weights are another format."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        for shard in safetensors_shards(Path(base_path), "base model"):
+            for name, entry in check_safetensors(shard).items():
+                if (
+                    name != "__metadata__"
+                    and isinstance(entry, dict)
+                    and isinstance(entry.get("shape"), list)
+                ):
+                    shapes[name] = tuple(int(n) for n in entry["shape"])
+    except (InputError, TypeError, ValueError):
+        return {}
+    return shapes
 
 
 @functools.lru_cache(maxsize=4)
@@ -495,8 +545,10 @@ def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
                     path = path.split(part, 1)[0]
                     break
             if path not in modules and path.rsplit(".", 1)[-1] in ("weight", "bias"):
-                # A whole layer saved with the adapter (save_embedding_layers: its resized embeddings).
-                path = path.rsplit(".", 1)[0]
+                # A whole layer saved with the adapter (save_embedding_layers: its resized embeddings),
+                # under peft's wrapper name when the layer is a LoRA target too (`embed_tokens.base_layer`,
+                # a tied `lm_head.base_layer`): the base's own module is the one without that suffix.
+                path = path.rsplit(".", 1)[0].removesuffix(".base_layer")
             module = modules.get(path)
             if module is None:
                 problems.append(f"{key}: the base model has no module '{path}'")

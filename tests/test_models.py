@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from helpers import jsonl, model_args, row
 
 from pytest_llmeval import models
 from pytest_llmeval.models import EMBEDDED_ALIAS, ModelError, ModelSpec
+
+pytest_plugins = ["pytester"]
 
 
 def test_embedded_default_is_a_plain_float32_folder() -> None:
@@ -96,6 +102,71 @@ def test_adapter_for_another_architecture_is_refused(tiny_model: Path, other_arc
 
 def test_adapter_fits_its_own_base(tiny_model: Path, tiny_adapter: Path) -> None:
     models.check_adapter_fits(tiny_adapter, str(tiny_model))
+
+
+def test_a_fit_is_proven_from_the_files_headers_without_torch(tiny_model: Path, tiny_adapter: Path) -> None:
+    """The start-up check of an ordinary LoRA adapter reads the two safetensors headers and imports no torch
+    (in its own process: this one holds torch already); the embedded model's folder is found the same way."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pytest_llmeval import models\n"
+        f"models.check_adapter_fits(Path({str(tiny_adapter)!r}), {str(tiny_model)!r})\n"
+        "models.embedded_model_dir()\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_what_the_headers_cannot_prove_goes_to_the_meta_model(
+    tiny_model: Path, other_arch_adapter: Path, tmp_path: Path
+) -> None:
+    """Headers prove a fit or say nothing. LoRA on the embeddings, or on the output layer of a model whose
+    output weights are tied to its embeddings (not stored apart), is not proven by them: peft saves the whole
+    layer beside the LoRA matrices (`embed_tokens.base_layer.weight`), and the meta model accepts it. A LoRA
+    of another hidden size is not proven either, and the meta model refuses it, naming the module."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    for target in ("lm_head", "embed_tokens"):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model)
+        lora = LoraConfig(r=2, target_modules=["q_proj", target], init_lora_weights=False)
+        get_peft_model(model, lora).save_pretrained(str(tmp_path / target))
+        weights = tmp_path / target / "adapter_model.safetensors"
+        assert not models._fits_by_headers(weights, str(tiny_model))
+        models.check_adapter_fits(tmp_path / target, str(tiny_model))
+    other = other_arch_adapter / "adapter_model.safetensors"
+    assert not models._fits_by_headers(other, str(tiny_model))
+    fits = re.escape("does not fit in_features 32 of 'model.layers.0.self_attn.q_proj'")
+    with pytest.raises(ModelError, match=fits):
+        models.check_adapter_fits(other_arch_adapter, str(tiny_model))
+
+
+@pytest.mark.slow
+def test_an_xdist_controller_imports_no_torch(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    """Under -n the controller checks the adapter and collects, the workers load the model: the controller
+    (a process of its own here) never imports torch, from start-up to the written results."""
+    pytester.makeconftest(
+        """
+        import sys
+        from pathlib import Path
+
+        def pytest_sessionfinish(session):
+            if not hasattr(session.config, "workerinput"):
+                Path("controller.txt").write_text(str("torch" in sys.modules))
+        """
+    )
+    pytester.makefile(".jsonl", bench=jsonl([row("r1"), row("r2")]))
+    result = pytester.runpytest_subprocess(*model_args(tiny_model, tiny_adapter), "-n", "2")
+    result.assert_outcomes(failed=2)  # a random model: rows answered wrong, scored by the workers
+    assert (pytester.path / "results.json").is_file()
+    assert (pytester.path / "controller.txt").read_text() == "False"
 
 
 def test_device_and_dtype() -> None:
