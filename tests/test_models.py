@@ -120,6 +120,9 @@ def test_a_fit_is_proven_from_the_files_headers_without_torch(tiny_model: Path, 
     assert done.stdout.strip() == "[]"
 
 
+# peft's notes on saving embedding layers and on tied weights describe exactly the case under test.
+@pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`:UserWarning")
+@pytest.mark.filterwarnings("ignore:Setting `save_embedding_layers` to `True`:UserWarning")
 def test_what_the_headers_cannot_prove_goes_to_the_meta_model(
     tiny_model: Path, other_arch_adapter: Path, tmp_path: Path
 ) -> None:
