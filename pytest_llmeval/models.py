@@ -457,7 +457,7 @@ def check_adapter_fits(adapter: Path, base_path: str) -> None:
     if checked in _FITS:
         return
     # The files' headers prove most fits without torch: an xdist controller, which loads no model, then
-    # imports none (8 s of CPU and a gigabyte of memory before the workers start). Whatever they cannot
+    # imports none (measured: 8 s and 360 MB spared before the workers start). Whatever they cannot
     # prove, the model on the meta device decides, with the message naming what does not fit.
     if not _fits_by_headers(weights, base_path):
         _check_adapter_fits(adapter, weights, base_path)
