@@ -37,6 +37,7 @@ from typing import Any
 
 from pytest_llmeval import ci, convert, history, peft_sft, report
 from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.inputs import path_clashes
 from pytest_llmeval.results import ResultsFileError, read_results, write_text_atomic
 
 PROG = "pytest-llmeval"
@@ -212,6 +213,7 @@ def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     document = _read_results(results)
     html_path: Path = args.html if args.html is not None else results.parent / HTML_NAME
     spot_path: Path = args.spot_check if args.spot_check is not None else report.spot_check_path(results)
+    _refuse_clashes([("--html", html_path), ("--spot-check", spot_path)], [("RESULTS_JSON", results)])
     try:
         # Both made before either is written: a document that cannot be rendered leaves no half of a pair.
         texts = [(html_path, report.html_report(document)), (spot_path, report.spot_check_markdown(document))]
@@ -235,6 +237,13 @@ def _not_results(path: Path, exc: Exception) -> str:
     # A traceback would exit 1, which CI reads as a failed gate: a damaged document is input, status 2.
     what = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else f"{type(exc).__name__}: {exc}"
     return f"cannot read {path}: not a results.json this version can read ({what})"
+
+
+def _refuse_clashes(outputs: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
+    """_Refused, before anything is written, when an output would replace an input or another output."""
+    clashes = path_clashes(outputs, [(what, path) for what, path in inputs if path.exists()])
+    if clashes:
+        raise _Refused(clashes[0])
 
 
 def _write(path: Path, text: str) -> None:
@@ -281,6 +290,11 @@ def _history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise _Refused(f"no history at {folder} (a run writes one beside its results.json)")
     all_runs = history.runs(folder)
+    read = {run.path for run in all_runs}
+    for path in history.entries(folder):
+        if path not in read:
+            # Listed apart and left where it is: a damaged entry is no run, and never stops the listing.
+            print(f"llmeval: passed over {history.entry_problem(path)}", file=sys.stderr)
     if args.diff is None:
         for line in history.list_lines(all_runs):
             print(line)
@@ -415,6 +429,13 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
     if args.sft_params is not None and args.sft_params < 1:
         parser.error(f"--sft-params must be a parameter count >= 1, got {args.sft_params}")
+    if args.markdown is not None:
+        read = [("PEFT.json", args.peft), ("SFT.json", args.sft)]
+        read += [
+            ("--peft-training-log", args.peft_training_log),
+            ("--sft-training-log", args.sft_training_log),
+        ]
+        _refuse_clashes([("--markdown", args.markdown)], [(what, p) for what, p in read if p is not None])
     try:
         criteria = peft_sft.Criteria(
             max_performance_loss=args.max_performance_loss,
@@ -462,6 +483,8 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(str(exc))
     if args.chat and args.dataset != "humaneval":
         parser.error("--chat is for humaneval (mbpp rows are chat rows already)")
+    if args.output is not None:
+        _refuse_clashes([("--output", args.output)], [("FILE", args.file)])
     try:
         records = convert.read_records(args.file)
         if args.dataset == "humaneval":

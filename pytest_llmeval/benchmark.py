@@ -5,11 +5,12 @@ Pure: no pytest, no torch. The collector in items.py turns each Case into one te
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,6 +326,12 @@ class Prediction:
     base_prediction: str | tuple[str, ...] | None
     benchmark: str | None  # optional: which benchmark file the id belongs to (a path suffix)
     line: int
+    model: str | None = None  # optional: the model whose outputs these are (the run's history identity)
+
+
+# The fields a predictions line may have: any other is a typo (`base_predicton`) that would otherwise make a
+# base-only run of an adapter's outputs, its gates skipped.
+PREDICTION_FIELDS = ("id", "prediction", "base_prediction", "benchmark", "model")
 
 
 def load_predictions(path: Path) -> list[Prediction]:
@@ -342,9 +349,18 @@ def load_predictions(path: Path) -> list[Prediction]:
         if obj is None:
             problems.append(f"{path}:{lineno}: {reason}")
             continue
+        unknown = [key for key in obj if key not in PREDICTION_FIELDS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], PREDICTION_FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(
+                f"{path}:{lineno}: unknown field {unknown[0]!r}{hint}; a line has "
+                f"{', '.join(PREDICTION_FIELDS)}"
+            )
+            continue
         bad = [
             key
-            for key in ("id", "prediction", "base_prediction", "benchmark")
+            for key in ("id", "prediction", "base_prediction", "benchmark", "model")
             if (key in obj or key in ("id", "prediction"))
             and not isinstance(obj.get(key), str)
             and not (key in ("prediction", "base_prediction") and _sample_list(obj.get(key)))
@@ -367,13 +383,34 @@ def load_predictions(path: Path) -> list[Prediction]:
                 None if obj.get("base_prediction") is None else _as_saved(obj["base_prediction"]),
                 obj.get("benchmark"),
                 lineno,
+                obj.get("model"),
             )
+        )
+    models = {p.model for p in found}
+    if len(models) > 1:
+        first = next(p for p in found if p.model != found[0].model)
+        problems.append(
+            f"{path}:{first.line}: model {first.model!r} differs from line {found[0].line}'s "
+            f"{found[0].model!r}: one predictions file holds one model's outputs"
         )
     if not found and not problems:
         problems.append(f"{path}:1: no predictions in the file")
     if problems:
         raise ValueError("\n".join(problems))
     return found
+
+
+def predictions_identity(path: Path, predictions: Sequence[Prediction]) -> str:
+    """Who saved predictions are, for the history: the `model` their lines name, else the file's name and
+    a hash of the outputs it holds (two files of different outputs are never one model's runs)."""
+    if predictions and predictions[0].model is not None:
+        return predictions[0].model
+    outputs = sorted(
+        (p.benchmark or "", p.id, json.dumps(p.prediction), json.dumps(p.base_prediction))
+        for p in predictions
+    )
+    digest = hashlib.sha256(json.dumps(outputs, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return f"{path.name}@{digest[:12]}"
 
 
 def _sample_list(value: Any) -> bool:

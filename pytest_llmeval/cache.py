@@ -28,7 +28,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.generation import DecodingConfig
-from pytest_llmeval.inputs import TOKENIZER_STATE_FILES
+from pytest_llmeval.inputs import TOKENIZER_STATE_FILES, write_bytes_atomic
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -154,7 +153,7 @@ class FileIndex:
         # Entries of files that are gone (temporary models of a test run) would only grow the index.
         kept = {path: entry for path, entry in entries.items() if os.path.exists(path)}
         try:
-            _write_atomic(self.path, canonical({"format": FORMAT, "files": kept}))
+            write_bytes_atomic(self.path, canonical({"format": FORMAT, "files": kept}))
         except OSError as exc:
             self.problems.append(f"file hash index {self.path} not written ({exc}): files are read again")
 
@@ -169,20 +168,6 @@ def _valid_index_entry(entry: Any) -> bool:
         and len(entry["sha256"]) == 64
         and isinstance(entry.get("hashed_ns"), int)
     )
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def model_files(folder: Path) -> list[Path]:
@@ -409,7 +394,7 @@ class GenerationCache:
         entry: dict[str, Any] = {"format": FORMAT, "key": key, "material": dict(material), "output": output}
         entry["checksum"] = sha256_json(entry)
         try:
-            _write_atomic(self.path_for(key), canonical(entry))
+            write_bytes_atomic(self.path_for(key), canonical(entry))
         except OSError as exc:
             if not self._write_error:
                 self._write_error = True

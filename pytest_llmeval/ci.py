@@ -161,6 +161,33 @@ def failed_gates(document: Mapping[str, Any]) -> list[str]:
     ]
     if not document.get("complete", True):
         out.append(f"the run is incomplete: {document.get('incomplete_reason')}")
+    return out + unscored(document)
+
+
+def unscored(document: Mapping[str, Any]) -> list[str]:
+    """What a verdict would stand on nothing for: each gated column (else the base) with no scored row in a
+    benchmark that ran, and a document with no scored row at all. `check` fails on these whatever the gates
+    say: a document written before gates needed evidence, or edited by hand, cannot pass on no rows."""
+    gated = [str(m["column"]) for m in document.get("models") or [] if m.get("gated")]
+    out: list[str] = []
+    any_score = False
+    for bench in document["benchmarks"]:
+        rows = bench["rows"]
+        columns = gated or sorted({str(r["evaluated"]) for r in rows})
+        for column in columns:
+            # Every row is meant to have every gated column: a row that errored before any model ran has
+            # no side at all, and counts against each.
+            scored = sum(1 for r in rows if records.score(r, column) is not None)
+            any_score = any_score or scored > 0
+            if rows and not scored:
+                errored = sum(1 for r in rows if r.get("error") is not None)
+                skipped = sum(1 for r in rows if r.get("skipped") is not None)
+                out.append(
+                    f"{bench['benchmark_file']}: {column} has no scored row of {len(rows)} "
+                    f"({errored} errored, {skipped} skipped): no verdict stands on it"
+                )
+    if not any_score:
+        out.append("no row of the document has a score: there is nothing to pass")
     return out
 
 

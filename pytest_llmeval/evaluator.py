@@ -50,6 +50,7 @@ from pytest_llmeval.records import (
     FluencyRecord,
     RowRecord,
     SideRecord,
+    evaluated_value,
     partner,
     row_record,
     variant_of,
@@ -331,6 +332,16 @@ class ServedLLM:
         )
 
 
+def _evidence(records: Sequence[RowRecord], scored: int) -> gates.Evidence:
+    """What a comparison gate of these rows has to decide on (`scored`: the pairs it compares)."""
+    return gates.Evidence(
+        rows=len(records),
+        scored=scored,
+        errored=sum(1 for r in records if r["error"] is not None),
+        skipped=sum(1 for r in records if r["skipped"] is not None),
+    )
+
+
 def _by_benchmark(rows: Sequence[RowRef]) -> dict[str, list[RowRef]]:
     out: dict[str, list[RowRef]] = {}
     for r in rows:
@@ -468,6 +479,13 @@ class Evaluator:
             return self.evaluated
         return self.roster.evaluated(info.get("domains") or {})
 
+    def predictions_name(self) -> str:
+        """--llmeval-predictions' identity (benchmark.predictions_identity)."""
+        from pytest_llmeval.benchmark import predictions_identity
+
+        assert self.options.predictions is not None
+        return predictions_identity(self.options.predictions, self.predictions())
+
     def identity(self) -> Identity:
         """Who this run evaluates, as its results.json names it (history.identity_of), without loading."""
         if self._identity is None:
@@ -476,8 +494,10 @@ class Evaluator:
 
     def _find_identity(self) -> Identity:
         if self.options.predictions is not None:
-            # meta(): `prediction` plays the adapter when there are base predictions, else the base model.
-            return ("prediction", None) if self.has_adapter else (None, "prediction")
+            # meta(): the predictions play the adapter when there are base predictions, else the base model;
+            # named by their `model` field, else by file name and a hash of their outputs.
+            name = self.predictions_name()
+            return (name, None) if self.has_adapter else (None, name)
         spec = self.options.spec
         if self.served:
             adapters = self.roster.adapters
@@ -545,8 +565,11 @@ class Evaluator:
         return self._answers(RowOutputs(texts={c: v[0] for c, v in found.items()}, samples=found), case)
 
     def unmatched_predictions(self) -> list[str]:
-        """Ids of saved predictions that match no collected row, for the report."""
-        rows = [(r.benchmark["name"], r.case.id) for r in self.rows.values()]
+        """Ids of saved predictions that match no row of the benchmark files collected, for the report.
+        Every row of those files counts, selected or not: a row left out by -k or --llmeval-sample is
+        matched by its prediction, which is simply not scored in this run."""
+        rows = {(name, case.id) for name, bench in self.benchmarks.items() for case in bench.cases}
+        rows |= {(r.benchmark["name"], r.case.id) for r in self.rows.values()}
         return [p.id for p in self.predictions() if not any(_predicts(p, b, i) for b, i in rows)]
 
     def chunk_size(self) -> int:
@@ -2022,6 +2045,13 @@ class Evaluator:
             info = self.rows[wanted[0]].benchmark
             baseline = self.baselines.for_benchmark(info, self.identity())
             cmp, block = previous_comparison(info, records, baseline, opts.alpha)
+            if baseline.document is not None and block["comparable"]:
+                scored = sum(1 for r in records if evaluated_value(r) is not None)
+                lacking = gates.without_evidence(
+                    name, _evidence(records, scored), minimum=opts.min_rows, who="current", against="previous"
+                )
+                if lacking is not None:
+                    return lacking, {"comparison_with_previous": block}
             verdict = gates.no_regression(
                 cmp,
                 previous_version=block["previous_version"],
@@ -2029,6 +2059,9 @@ class Evaluator:
                 reason=block["reason"],
                 baseline=block["baseline"],
             )
+            note = self.baselines.damage_note()
+            if note is not None:
+                verdict = replace(verdict, message=f"{verdict.message}; {note}")
             return verdict, {"comparison_with_previous": block}
         if column is None:
             column = (
@@ -2045,12 +2078,17 @@ class Evaluator:
             decision = found if found is not None and found.decided is not None else None
         against = partner(records[0], column) if records else BASE
         adapter, base, bounded, measure = comparison_values(records, column, against)
-        if not (column in self.kinds() and adapter):
-            cmp = None
-        else:
-            cmp = compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded)
-        blocks = None if cmp is None else comparison_blocks(cmp, measure)
         who = "adapter" if column == ADAPTER else column
+        if column not in self.kinds():
+            cmp = None  # no such column in this run: nothing to compare (a skip)
+        else:
+            lacking = gates.without_evidence(
+                name, _evidence(records, len(adapter)), minimum=opts.min_rows, who=who, against=against
+            )
+            if lacking is not None and decision is None:
+                return lacking, None
+            cmp = compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded) if adapter else None
+        blocks = None if cmp is None else comparison_blocks(cmp, measure)
         if name == "better_than_base":
             adjusted = (
                 None
@@ -2420,10 +2458,10 @@ class Evaluator:
                 "decoding": {"max_new_tokens": self.options.max_new_tokens, "temperature": 0.0, "top_p": 1.0},
             }
             if self.has_adapter:
-                meta.update(adapter=f"predictions:{source}", adapter_name="prediction")
+                meta.update(adapter=f"predictions:{source}", adapter_name=self.predictions_name())
                 meta["base_model"] = "base_prediction"
             else:
-                meta["base_model"] = "prediction"
+                meta["base_model"] = self.predictions_name()
             return meta
         if self.roster.members:
             meta["models"] = self.models_meta()

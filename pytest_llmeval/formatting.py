@@ -27,6 +27,18 @@ TEST_NAMES: Mapping[str, str] = MappingProxyType(
 )
 
 
+# Characters of one text (an output, an expected output, a prompt) a failure report shows: as the spot
+# check, enough to see what went wrong; a 1 MB output is not printed whole (results.json keeps all of it).
+TEXT_SHOWN = 1200
+
+
+def shown(text: str, limit: int = TEXT_SHOWN) -> str:
+    """`text` as a failure report quotes it (repr), cut at `limit` characters with how much was left out."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r} … {len(text) - limit} more characters (all of it in results.json)"
+
+
 def percent(share: float | None, digits: int = 1, *, missing: str = MISSING) -> str:
     """A share of 1 as a percent with fixed decimals: `85.0%`; `missing` for None."""
     return missing if share is None else f"{100 * share:.{digits}f}%"

@@ -210,6 +210,70 @@ def no_degradation(
     return Verdict(gate, "pass", f"{summary}: {verb}", details)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a comparison gate has to decide on: the rows of its benchmark that ran, and how many of them
+    gave a score on both sides (the compared column and its base), the others by why not."""
+
+    rows: int  # rows of the benchmark that ran in this session (sequentially stopped rows aside)
+    scored: int  # rows with a score on both sides: the pairs a comparison is made of
+    errored: int  # rows that ended in an error (generation, endpoint, scorer)
+    skipped: int  # rows skipped (no sandbox, a resource missing)
+
+    @property
+    def unscored(self) -> int:
+        """Rows that ran without error or skip but lack a score on one side."""
+        return max(0, self.rows - self.scored - self.errored - self.skipped)
+
+    def needed(self, minimum: int) -> int:
+        """Pairs a verdict needs: the size gate's minimum, or every row that ran when fewer ran (a
+        selection, a small file); at least one."""
+        return max(1, min(minimum, self.rows))
+
+    def to_json(self, minimum: int) -> dict[str, int]:
+        return {
+            "rows": self.rows,
+            "scored_pairs": self.scored,
+            "errored": self.errored,
+            "skipped": self.skipped,
+            "unscored": self.unscored,
+            "needed": self.needed(minimum),
+        }
+
+
+def without_evidence(
+    gate: str, evidence: Evidence, *, minimum: int, who: str = "adapter", against: str = "base"
+) -> Verdict | None:
+    """A failed verdict when a comparison gate has fewer scored pairs than it needs (Evidence.needed), else
+    None. Never a skip: a column that ran and produced no score is not "no adapter", and a gate that passes
+    on no evidence turns a run whose every row errored green."""
+    needed = evidence.needed(minimum)
+    if evidence.scored >= needed:
+        return None
+    why = [
+        f"{n} {what}"
+        for n, what in (
+            (evidence.errored, "errored"),
+            (evidence.skipped, "skipped"),
+            (evidence.unscored, "without a score on both sides"),
+        )
+        if n
+    ]
+    rule = (
+        f"every row that ran (fewer than --llmeval-min-rows={minimum})"
+        if needed == evidence.rows and needed < minimum
+        else f"--llmeval-min-rows={minimum}"
+    )
+    return Verdict(
+        gate,
+        "fail",
+        f"{who}: {evidence.scored} of {evidence.rows} rows scored against {against}"
+        + (f" ({', '.join(why)})" if why else "")
+        + f"; a verdict needs {needed} scored pairs ({rule})",
+        {"evidence": evidence.to_json(minimum)},
+    )
+
+
 def sequential(name: str, decision: Any, planned: int, *, who: str = "adapter") -> Verdict:
     """better_than_base or no_degradation decided by --llmeval-sequential's anytime-valid test
     (sequential.Decision): "better" and "not_degraded" pass, "worse" and "degraded" fail, at the row where

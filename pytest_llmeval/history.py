@@ -15,7 +15,6 @@ history` (__main__.py) lists and compares entries.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.records import BenchmarkInfo
-from pytest_llmeval.results import SCHEMA_VERSION, Baseline, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION, Baseline, ResultsFileError, read_results, write_atomic
 
 HISTORY_DIR = Path(".llmeval") / "history"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
@@ -53,6 +52,10 @@ def describe_identity(identity: Identity) -> str:
     return f"adapter '{adapter}'" if adapter is not None else f"base model '{base}'"
 
 
+# What entry_name writes: the UTC time to the microsecond, then the run's label.
+_ENTRY_NAME = re.compile(r"\d{8}T\d{6}\.\d{6}Z_[^/]+\.json")
+
+
 def entry_name(document: Mapping[str, Any], when: datetime) -> str:
     """`20261126T173012.123456Z_math_0.2.json`: the UTC time (to the microsecond), adapter, version."""
     stamp = when.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -78,20 +81,29 @@ def append(folder: Path, document: Mapping[str, Any], *, when: datetime | None =
 
 
 def entries(folder: Path) -> list[Path]:
-    """The history's entries, oldest first (a missing folder is an empty history)."""
+    """The history's entries, oldest first (a missing folder is an empty history): the files named as
+    entry_name names them, and no other. Pruning deletes only these: a `notes.json` someone keeps in the
+    folder is never listed, compared or removed. (Temporary files of an atomic write start with a dot.)"""
     if not folder.is_dir():
         return []
-    # Temporary files of an atomic write in progress start with a dot.
-    return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    return sorted(p for p in folder.glob("*.json") if _ENTRY_NAME.match(p.name))
 
 
 def read_entry(path: Path) -> dict[str, Any] | None:
-    """An entry's document; None when it cannot be read or is not a results document."""
+    """An entry's document; None when it cannot be read or is damaged (entry_problem says why)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_results(path)
+    except ResultsFileError:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("benchmarks"), list) else None
+
+
+def entry_problem(path: Path) -> str | None:
+    """Why an entry is not read (results.read_results' message), or None when it is."""
+    try:
+        read_results(path)
+    except ResultsFileError as exc:
+        return str(exc)
+    return None
 
 
 def benchmark_entry(document: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -118,6 +130,9 @@ class Baselines:
     explicit_source: str | None = None
     where: str = "the history"  # for messages: the folder (or file) candidates came from
     _documents: dict[Path, dict[str, Any] | None] = field(default_factory=dict)
+    # Entries passed over because they are damaged (a value out of range, a field of the wrong type,
+    # nested too deep): path -> why. A damaged entry is no baseline, and never stops a run.
+    damaged: dict[Path, str] = field(default_factory=dict)
 
     @property
     def available(self) -> bool:
@@ -126,8 +141,20 @@ class Baselines:
 
     def _document(self, path: Path) -> dict[str, Any] | None:
         if path not in self._documents:
-            self._documents[path] = read_entry(path)
+            try:
+                self._documents[path] = read_results(path)
+            except ResultsFileError as exc:
+                self._documents[path] = None
+                self.damaged[path] = str(exc)
         return self._documents[path]
+
+    def damage_note(self) -> str | None:
+        """One sentence naming the damaged entries passed over so far, or None."""
+        if not self.damaged:
+            return None
+        first = next(iter(self.damaged.values()))
+        more = f" (and {len(self.damaged) - 1} more)" if len(self.damaged) > 1 else ""
+        return f"passed over a damaged history entry{more}: {first}"
 
     def for_benchmark(self, benchmark: BenchmarkInfo, identity: Identity) -> Baseline:
         """The baseline of one benchmark of a run evaluating `identity`, or why there is none."""

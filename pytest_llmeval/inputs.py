@@ -7,8 +7,10 @@ second instead of after an hour of generation, or as a wall of INTERNALERROR lin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -282,3 +284,76 @@ def option_path_values(args: Sequence[str], options: Sequence[str]) -> list[tupl
         if arg in options:
             pairs.append((arg, args[i + 1]))
     return pairs
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One file under two names: equal resolved paths, or (both existing) the same inode (a hard link)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def path_clashes(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[str, Path]]) -> list[str]:
+    """Each output file that would replace an input or another output, as one sentence each.
+
+    `outputs`: (what, file) the run writes; `inputs`: (what, file or folder) it reads. An output clashes
+    with an input file that is the same file, with a file already at the top of an input folder (a model's
+    or an adapter's own files, which loading reads and the generation cache fingerprints; a subfolder such
+    as eval/ is the user's), and with another output written to the same file (the second would replace the
+    first). Nothing here writes or reads a file's content.
+    """
+    found: list[str] = []
+    for i, (what, out) in enumerate(outputs):
+        for name, source in inputs:
+            if source.is_dir():
+                clash = out.exists() and out.resolve().parent == source.resolve()
+            else:
+                clash = _same(out, source)
+            if clash:
+                found.append(
+                    f"{what} {out} is {name} {source}"
+                    + ("" if not source.is_dir() else " (a file in it)")
+                    + ": the run would replace what it reads; write it elsewhere"
+                )
+                break
+        else:
+            for other, earlier in outputs[:i]:
+                if _same(out, earlier):
+                    found.append(
+                        f"{what} {out} is also {other}: one would replace the other; give each its own file"
+                    )
+                    break
+    return found
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, at once set back: there is no other way to read it)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`: readers never see half a file.
+
+    The file gets the mode of the file it replaces, else what the user's umask gives a new file, as open()
+    would: mkstemp's 0600 would make a team's shared results.json (or a web server's report) unreadable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case
 from pytest_llmeval.evaluator import GATE_PREFIX, Evaluator, RowError, RowResult
+from pytest_llmeval.formatting import shown
 from pytest_llmeval.gates import Verdict, gate_names, in_domain
 from pytest_llmeval.models import ModelError
 from pytest_llmeval.recorder import Recorder
@@ -210,13 +211,13 @@ class CaseItem(BenchmarkItem):
         lines = [
             f"{self.benchmark}:{case.line}: {case.id} [{case.evaluation_type}, {case.difficulty}] "
             f"{verdict} ({who})",
-            f"  instruction: {case.instruction!r}",
+            f"  instruction: {shown(case.instruction)}",
         ]
         if case.input:
-            lines.append(f"  input:       {case.input!r}")
-        lines.append(f"  expected:    {case.expected_output!r}")
+            lines.append(f"  input:       {shown(case.input)}")
+        lines.append(f"  expected:    {shown(case.expected_output)}")
         if evaluated.get("output") is not None:  # measured types (multiple_choice) generate nothing
-            lines.append(f"  output:      {evaluated.get('output')!r}")
+            lines.append(f"  output:      {shown(str(evaluated.get('output')))}")
         explain = SCORERS[case.evaluation_type].explain
         if explain is not None:
             lines.extend(f"  {line}" for line in explain(details, case.evaluation_config))
@@ -229,7 +230,9 @@ class CaseItem(BenchmarkItem):
             if base.get("output") is None and base_score is not None:
                 lines.append(f"  base:        {base_score.get('predicted')!r} (score {base_value})")
             else:
-                lines.append(f"  base output: {base.get('output')!r} (score {base_value})")
+                output = base.get("output")
+                quoted = "None" if output is None else shown(str(output))
+                lines.append(f"  base output: {quoted} (score {base_value})")
         return "\n".join(lines)
 
     def _describe_perplexity(self, record: RowRecord, who: str) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from pytest_llmeval.inputs import (
     check_output_file,
     check_output_folder,
     option_path_values,
+    path_clashes,
 )
 from pytest_llmeval.items import (
     EVALUATOR_KEY,
@@ -138,6 +140,18 @@ def _unit_float(value: str) -> float:
 
 
 _unit_float.__name__ = "number in [0, 1]"
+
+
+def _alpha(value: str) -> float:
+    number = float(value)
+    # 0 would make every test insignificant and 1 every one significant; the statistics' confidence
+    # intervals (1 - alpha) are not defined at either end, and would fail only when the run ends.
+    if not 0.0 < number < 1.0:
+        raise ValueError(value)
+    return number
+
+
+_alpha.__name__ = "significance level strictly between 0 and 1"
 
 
 def _positive_float(value: str) -> float:
@@ -373,7 +387,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="significant",
         help="better_than_base passes on a significant paired test (default) or on the point estimate alone",
     )
-    group.addoption("--llmeval-alpha", type=_unit_float, default=0.05, metavar="P", help="significance level")
+    group.addoption(
+        "--llmeval-alpha",
+        type=_alpha,
+        default=0.05,
+        metavar="P",
+        help="significance level of every gate's test, strictly between 0 and 1 (default 0.05)",
+    )
     group.addoption(
         "--llmeval-warn-drop",
         type=_unit_float,
@@ -397,14 +417,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "'tag' for plain tags), Holm-adjusted over the slices; repeatable",
     )
     group.addoption(
-        "--llmeval-min-rows", type=_positive_int, default=50, metavar="N", help="size gate (default 50)"
+        "--llmeval-min-rows",
+        type=_non_negative_int,
+        default=50,
+        metavar="N",
+        help="size gate, and the scored pairs a comparison gate needs (at most every row that ran; at least "
+        "one): default 50; 0 turns the size gate off",
     )
     group.addoption(
         "--llmeval-min-edge-cases",
-        type=_positive_int,
+        type=_non_negative_int,
         default=5,
         metavar="N",
-        help="edge_cases gate: rows tagged 'edge' (default 5)",
+        help="edge_cases gate: rows tagged 'edge' (default 5; 0 turns the gate off)",
     )
     group.addoption(
         "--llmeval-domain",
@@ -668,10 +693,13 @@ def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
             out[name] = float(value)
         except (TypeError, ValueError):
             raise pytest.UsageError(f"{source}: weight of {name} must be a number, got {value!r}") from None
-        if not out[name] >= 0:
-            raise pytest.UsageError(f"{source}: weight of {name} must be >= 0, got {value!r}")
+        if not 0 <= out[name] < math.inf:
+            raise pytest.UsageError(f"{source}: weight of {name} must be a finite number >= 0, got {value!r}")
     if not any(out.values()):
         raise pytest.UsageError(f"{source}: at least one weight must be above 0")
+    if not math.isfinite(sum(out.values())):
+        # Each finite, their sum not (two weights of 1e308): the weighted mean would be NaN.
+        raise pytest.UsageError(f"{source}: the weights are too large to add up; scale them down")
     return out
 
 
@@ -1040,6 +1068,7 @@ def _check_before_the_run(config: pytest.Config) -> None:
         raise pytest.UsageError(f"llmeval: {problem}")
     if _evaluates_rows(config):
         _check_outputs(config)
+        _check_clashes(config)
 
 
 def _check_training_data(config: pytest.Config, run: Evaluator) -> None:
@@ -1096,6 +1125,64 @@ def _check_outputs(config: pytest.Config) -> None:
             check_embedded_cache()
     except (InputError, ModelError) as exc:
         raise pytest.UsageError(f"llmeval: {exc}") from None
+
+
+def _outputs(config: pytest.Config) -> list[tuple[str, Path]]:
+    """The files a run writes at its end, each with the option (or rule) that names it."""
+    from pytest_llmeval.report import spot_check_path
+
+    opt = config.option
+    results = _results_path(config)
+    out = [("--llmeval-results", results), ("the spot check", spot_check_path(results))]
+    if opt.llmeval_html is not None:
+        out.append(("--llmeval-html", config.invocation_params.dir / opt.llmeval_html))
+    if opt.llmeval_peft_vs_sft is not None:
+        out.append(("the PEFT against SFT report", results.parent / "peft_vs_sft.md"))
+    xml = getattr(opt, "xmlpath", None)
+    if xml:
+        out.append(("--junitxml", config.invocation_params.dir / xml))
+    return out
+
+
+def _inputs(config: pytest.Config, outputs: Sequence[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """What the command line names for the run to read: files and model folders that exist, and the
+    benchmark files it would collect (a folder argument collects each output that would match a pattern)."""
+    opt = config.option
+    here = config.invocation_params.dir
+    named: list[tuple[str, Any]] = [
+        ("--llmeval-predictions", opt.llmeval_predictions),
+        ("--llmeval-train-data", opt.llmeval_train_data),
+        ("--llmeval-previous", opt.llmeval_previous),
+        ("--base-model", opt.base_model),
+        *(("--adapter", a) for a in opt.adapter or []),
+        *(("--llmeval-model", m.partition("=")[2]) for m in opt.llmeval_model or []),
+        *(("--llmeval-training-log", t.partition("=")[2] or t) for t in opt.llmeval_training_log or []),
+        *(("--llmeval-training-log", t) for t in opt.llmeval_training_log or [] if "=" in t),
+    ]
+    found = [(what, here / Path(value).expanduser()) for what, value in named if value]
+    patterns: list[str] = config.getini("llmeval_files")
+    for arg in config.args:
+        path = here / str(arg).split("::", 1)[0]
+        if path.is_file():
+            found.append(("the benchmark file", path))
+        elif path.is_dir():
+            found += [
+                ("the benchmark file", out)
+                for _, out in outputs
+                if out.is_file()
+                and out.resolve().is_relative_to(path.resolve())
+                and any(fnmatch.fnmatch(out.name, p) for p in patterns)
+            ]
+    return [(what, path) for what, path in found if path.exists()]
+
+
+def _check_clashes(config: pytest.Config, collected: Sequence[tuple[str, Path]] = ()) -> None:
+    """No output of the run is one of its inputs, or another output: checked before the first test (with
+    the files collection found, `collected`, once they are known)."""
+    outputs = _outputs(config)
+    clashes = path_clashes(outputs, [*_inputs(config, outputs), *collected])
+    if clashes:
+        raise pytest.UsageError(f"llmeval: {clashes[0]}")
 
 
 def rootdir_from_option(config: pytest.Config) -> str | None:
@@ -1179,12 +1266,12 @@ def _baselines(config: pytest.Config) -> Baselines:
     if explicit is not None:
         if not explicit.is_file():
             raise pytest.UsageError(f"--llmeval-previous {explicit}: no such file")
+        from pytest_llmeval.results import ResultsFileError, read_results
+
         try:
-            data = json.loads(explicit.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--llmeval-previous {explicit}: not a results.json ({exc})") from None
-        if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)):
-            raise pytest.UsageError(f"--llmeval-previous {explicit}: not a results.json (no benchmarks list)")
+            data = read_results(explicit)
+        except ResultsFileError as exc:
+            raise pytest.UsageError(f"llmeval: --llmeval-previous: {exc}") from None
         return Baselines(explicit=data, explicit_source=str(explicit))
     results = _results_path(config)
     folder = history_dir(results)
@@ -1449,6 +1536,21 @@ def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> di
     return {"selected": len(selected), "total": sum(files.values()), "how": ", ".join(how) or "a selection"}
 
 
+def _collected_inputs(
+    config: pytest.Config, rows: Iterable[tuple[str, str, Mapping[str, Any]]]
+) -> list[tuple[str, Path]]:
+    """The benchmark files rows came from and the custom scorers' scripts they name, from each row's
+    (benchmark name, evaluation type, evaluation config)."""
+    found: dict[Path, str] = {}
+    for name, kind, evaluation_config in rows:
+        bench = config.rootpath / name
+        found.setdefault(bench, "the benchmark file")
+        script = evaluation_config.get("script")
+        if kind == "custom" and isinstance(script, str):
+            found.setdefault(bench.parent / script, "the custom scorer")
+    return [(what, path) for path, what in found.items() if path.exists()]
+
+
 @pytest.hookimpl(tryfirst=True)  # under xdist: before the worker reports its collection to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.stash[EVALUATOR_KEY].sequential_on():
@@ -1462,6 +1564,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ]
     if rows and not _is_worker(session.config):
         _check_outputs(session.config)  # `pytest benchmarks/`: known to evaluate rows only now
+        seen = ((r.benchmark["name"], r.case.evaluation_type, r.case.evaluation_config) for r in rows)
+        _check_clashes(session.config, _collected_inputs(session.config, seen))
     run = session.config.stash[EVALUATOR_KEY]
     run.set_rows(rows)
     selection = selection_of(session.config, [r.benchmark for r in rows])
@@ -1614,21 +1718,71 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
         reasons.append(f"stopped: {session.shouldstop}")
     if session.shouldfail:
         reasons.append(f"stopped early: {session.shouldfail}")
+    try:
+        _write_run(session, recorder, run, reasons)
+    except Exception as exc:  # the last line of defence: a bug or a bad value must not lose the rows
+        _rescue(session, recorder, exc)
+
+
+def _rescue(session: pytest.Session, recorder: Recorder, exc: Exception) -> None:
+    """The end of the run failed (building a document, a report): the rows and verdicts recorded are
+    written as they are beside results.json (`<stem>.rescued.json`, marked incomplete, with the error),
+    the one-line error names that file, and the run exits with pytest's internal-error code, never 1
+    ("some rows failed")."""
+    import traceback
+
+    config = session.config
+    path = _results_path(config)
+    error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    rescued = {
+        "complete": False,
+        "incomplete_reason": f"the end of the run failed: {error}",
+        "error": error,
+        "rows": list(recorder.records.values()),
+        "gates": recorder.gates,
+    }
+    # default=repr: whatever a record holds, it is written rather than lost.
+    text = json.dumps(rescued, indent=2, ensure_ascii=False, default=repr) + "\n"
+    failures = config.stash.setdefault(_WRITE_FAILURES_KEY, [])
+    target = path.with_name(f"{path.stem}.rescued{path.suffix}")
+    written = _write_or_fallback(target, text, "the rows of this run", failures)
+    failures.append(
+        f"the end of the run failed ({error}); results.json was not written: the {len(recorder.records)} "
+        f"row(s) and {len(recorder.gates)} verdict(s) are in {written}. This is a bug: please report it"
+    )
+    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reasons: list[str]) -> None:
+    """results.json, the per-adapter documents, the history entry, the spot check and the reports."""
+    config = session.config
+    # Under xdist the controller collected nothing: the files the rows came from (and their custom
+    # scorers) are known only now. An output that is one of them goes to a temporary file instead.
+    rows = (
+        (r["benchmark"]["name"], r["evaluation_type"], r["evaluation_config"])
+        for r in recorder.records.values()
+    )
+    inputs = _collected_inputs(config, rows)
+    forbidden = {
+        out.resolve(): clash[0]
+        for what, out in _outputs(config)
+        if (clash := path_clashes([(what, out)], inputs))
+    }
     recorder.add_meta(run.meta(), process="controller")
     document = recorder.document(reasons=reasons, identity=run.identity())
     from pytest_llmeval.report import html_report, spot_check_markdown, spot_check_path
     from pytest_llmeval.results import document_text
 
     path = _results_path(config)
-    failures: list[str] = []
+    failures = config.stash.setdefault(_WRITE_FAILURES_KEY, [])
     if config.option.llmeval_peft_vs_sft is not None:
         _peft_vs_sft(session, document, failures)
-    written = _write_or_fallback(path, document_text(document), "results.json", failures)
+    written = _write_or_fallback(path, document_text(document), "results.json", failures, forbidden)
     config.stash[_DOCUMENT_KEY] = (written, document)
     # Several columns: each adapter's own LocoLLM document beside results.json (results.<name>.json).
     for name, own in recorder.adapter_documents(reasons=reasons, identity=run.identity()).items():
         beside = path.with_name(f"{path.stem}.{name}{path.suffix}")
-        _write_or_fallback(beside, document_text(own), f"adapter {name}'s results", failures)
+        _write_or_fallback(beside, document_text(own), f"adapter {name}'s results", failures, forbidden)
     if not config.option.llmeval_no_history:
         # Written once, here on the controller (workers return above): results.json is the latest run,
         # the history keeps every run.
@@ -1645,15 +1799,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
             )
     # The LocoLLM spot check: five rows side by side, beside results.json. (`pytest-llmeval report` writes
     # this file and the HTML report again from results.json, with the same two functions.)
-    _write_or_fallback(spot_check_path(path), spot_check_markdown(document), "the spot check", failures)
+    _write_or_fallback(
+        spot_check_path(path), spot_check_markdown(document), "the spot check", failures, forbidden
+    )
     if document.get("peft_vs_sft"):
         from pytest_llmeval.peft_sft import markdown_report
 
         report = markdown_report(document["peft_vs_sft"])
-        _write_or_fallback(path.parent / "peft_vs_sft.md", report, "the PEFT against SFT report", failures)
+        _write_or_fallback(
+            path.parent / "peft_vs_sft.md", report, "the PEFT against SFT report", failures, forbidden
+        )
     if config.option.llmeval_html is not None:
         html = config.invocation_params.dir / config.option.llmeval_html
-        _write_or_fallback(html, html_report(document), "the HTML report", failures)
+        _write_or_fallback(html, html_report(document), "the HTML report", failures, forbidden)
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         from pytest_llmeval.ci import step_summary
@@ -1696,19 +1854,25 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _write_or_fallback(path: Path, text: str, what: str, failures: list[str]) -> Path:
+def _write_or_fallback(
+    path: Path, text: str, what: str, failures: list[str], forbidden: Mapping[Path, str] | None = None
+) -> Path:
     """Write `text` to `path` atomically; when that fails, to the temporary folder, and say so.
 
     The end of a run is the worst moment to lose it (a disk filled up, a folder's permissions changed):
-    whatever was computed is kept, and the one-line error names where.
+    whatever was computed is kept, and the one-line error names where. `forbidden`: paths that are inputs
+    of the run (with the option naming them), never written, whatever is asked.
     """
     from pytest_llmeval.results import write_text_atomic
 
-    try:
-        write_text_atomic(path, text)
-        return path
-    except OSError as exc:
-        why = _why(exc)
+    if forbidden and path.resolve() in forbidden:
+        why = forbidden[path.resolve()]
+    else:
+        try:
+            write_text_atomic(path, text)
+            return path
+        except OSError as exc:
+            why = _why(exc)
     fd, name = tempfile.mkstemp(prefix=f"llmeval-{path.stem}-", suffix=path.suffix or ".txt")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -1741,10 +1905,10 @@ _WRITE_FAILURES_KEY = pytest.StashKey[list[str]]()  # what could not be written 
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if _DOCUMENT_KEY not in config.stash:
-        return
     for failure in config.stash.get(_WRITE_FAILURES_KEY, []):
         terminalreporter.write_line(f"ERROR: llmeval: {failure}", red=True, bold=True)
+    if _DOCUMENT_KEY not in config.stash:
+        return
     from pytest_llmeval.report import summary_lines
 
     path, document = config.stash[_DOCUMENT_KEY]

@@ -67,6 +67,10 @@ class Recorder:
         stopped = self._spent().get("stopped")
         if stopped:
             reasons.append(stopped)
+        errored = sum(1 for r in self.records.values() if r["error"] is not None)
+        if errored:
+            # An errored row is a row without a score: the run did not measure what it was asked to.
+            reasons.append(f"{errored} of {len(self.records)} rows errored")
         return reasons
 
     def _spent(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +23,7 @@ from typing import Any, TypeAlias, cast
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
+from pytest_llmeval.inputs import write_bytes_atomic
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -411,7 +412,10 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         rows = [r for r in records if r["difficulty"] == difficulty]
         a = [s for r in rows if (s := score_value(r, ADAPTER)) is not None]
         b = [s for r in rows if (s := score_value(r, BASE)) is not None]
-        per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": len(rows)}
+        # n: the rows the means are over (the evaluated model's scored rows); errored rows counted apart.
+        scored = sum(1 for r in rows if evaluated_value(r) is not None)
+        errored = sum(1 for r in rows if r["error"])
+        per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": scored, "n_errors": errored}
     absolute = None if adapter is None or base is None else adapter - base
     relative = None if absolute is None or not base else absolute / base
     return {
@@ -1180,8 +1184,12 @@ def _row(record: RowRecord) -> dict[str, Any]:
 
 
 def document_text(document: Mapping[str, Any]) -> str:
-    """A results document as results.json holds it: indented UTF-8 JSON, one trailing newline."""
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    """A results document as results.json holds it: indented UTF-8 JSON, one trailing newline.
+
+    Strict JSON (allow_nan=False): NaN and Infinity are not JSON, and strict parsers (JavaScript's
+    JSON.parse, jq) refuse a file holding them. A non-finite value that reaches here is a bug where it
+    entered: the ValueError makes the end of the run save its rows and say so (plugin._rescue)."""
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
@@ -1193,11 +1201,91 @@ class ResultsFileError(ValueError):
     """A results.json that cannot be read, or is not one; the message names the file and says why."""
 
 
+# What a results document read back may hold. Real ones nest about 8 levels and hold numbers far inside
+# these bounds; a value past them (1e308, nested a thousand deep) is a damaged or hostile file, and would
+# overflow a percentage or exhaust the stack in whatever reads it next (a report, a baseline comparison).
+MAX_RESULTS_BYTES = 1 << 30
+MAX_RESULTS_DEPTH = 64
+MAX_RESULTS_NUMBER = 1e100
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def document_problem(document: Any) -> str | None:
+    """What is wrong with a results document read back, in a few words naming the field; None when it
+    holds what every reader of one relies on (a baseline comparison, the history, check, report)."""
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        return "no benchmarks list"
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_RESULTS_DEPTH:
+            top = re.split(r"[.\[]", where, maxsplit=1)[0]
+            return f"{top or 'the document'} is nested more than {MAX_RESULTS_DEPTH} levels deep"
+        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
+            return f"{where} is {value!r}, out of any range a results.json holds"
+        if isinstance(value, dict):
+            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    for i, bench in enumerate(document["benchmarks"]):
+        at = f"benchmarks[{i}]"
+        if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
+            return f"{at} has no benchmark_file"
+        if not isinstance(bench.get("rows", []), list):
+            return f"{at}.rows is not a list"
+        if not isinstance(bench.get("gates", {}), dict):
+            return f"{at}.gates is not an object"
+        for j, row in enumerate(bench.get("rows", [])):
+            problem = _row_problem(row)
+            if problem is not None:
+                return f"{at}.rows[{j}]{problem}"
+    if not isinstance(document.get("complete", True), bool):
+        return "complete is not true or false"
+    return None
+
+
+def _row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return " is not an object"
+    if not isinstance(row.get("id"), str):
+        return ".id is not a string"
+    if not isinstance(row.get("evaluated", BASE), str):
+        return ".evaluated is not a string"
+    sides = row.get("models", {})
+    if not isinstance(sides, dict):
+        return ".models is not an object"
+    for name, given in sides.items():
+        if not isinstance(given, dict):
+            return f".models.{name} is not an object"
+        found = given.get("score")
+        if found is None:
+            continue
+        if not isinstance(found, dict):
+            return f".models.{name}.score is not an object"
+        value = found.get("value")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            return f".models.{name}.score.value is {value!r}, not a score in [0, 1]"
+        entropy = found.get("cross_entropy")
+        if entropy is not None and (isinstance(entropy, bool) or not isinstance(entropy, int | float)):
+            return f".models.{name}.score.cross_entropy is {entropy!r}, not a number"
+    return None
+
+
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The results.json document at `path` (every command that reads one reads it here)."""
+    """The results.json document at `path` (every command that reads one reads it here, and every
+    baseline and history entry): ResultsFileError naming the file and the field when it is damaged."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size > MAX_RESULTS_BYTES:
+        raise ResultsFileError(f"cannot read {path}: {size} bytes, more than any results.json holds")
     try:
         with open(path, encoding="utf-8") as f:
-            document = json.load(f)
+            document = json.load(f, parse_constant=_not_json_constant)
     except OSError as exc:
         raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -1208,21 +1296,16 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ResultsFileError(
             f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
         ) from None
+    except ValueError as exc:  # NaN or Infinity: Python reads them, JSON has no such values
+        raise ResultsFileError(f"cannot read {path}: not strict JSON ({exc})") from None
     except RecursionError:
         raise ResultsFileError(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
-    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
-        raise ResultsFileError(f"cannot read {path}: not a results.json (no benchmarks list)")
-    return document
+    problem = document_problem(document)
+    if problem is not None:
+        raise ResultsFileError(f"cannot read {path}: not a results.json ({problem})")
+    return cast(dict[str, Any], document)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temp file beside `path`, then os.replace: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write UTF-8 text atomically, with the mode a new or replaced file should have (write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"))

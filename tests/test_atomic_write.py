@@ -14,6 +14,7 @@ import contextlib
 import errno
 import io
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval import cache, results
+from pytest_llmeval import inputs, results
 
 OLD = '{"old": "the previous results.json", "größe": "日本語"}\n'.encode()
 NEW = "".join(f'{{"row": {i}, "text": "Größe 日本語 {i}"}}\n' for i in range(2000))  # ~70 kB
@@ -33,7 +34,7 @@ Writer = Callable[[Path, str], None]
 WRITERS: dict[str, Writer] = {
     "results.write_text_atomic": results.write_text_atomic,
     "results.write_atomic": lambda path, text: results.write_atomic(path, {"rows": text.splitlines()}),
-    "cache._write_atomic": lambda path, text: cache._write_atomic(path, text.encode()),
+    "inputs.write_bytes_atomic": lambda path, text: inputs.write_bytes_atomic(path, text.encode()),
 }
 
 FAULTS: dict[str, BaseException] = {
@@ -214,3 +215,17 @@ def test_the_temporary_file_is_made_beside_the_target(
     WRITERS[writer](path, NEW)
     assert [(src.parent, dst) for src, dst in renamed] == [(path.parent, path)]
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name] and not list(elsewhere.iterdir())
+
+
+def test_a_written_file_keeps_the_mode_of_the_one_it_replaces_else_the_umask(tmp_path: Path) -> None:
+    shared = tmp_path / "results.json"
+    shared.write_text("{}")
+    shared.chmod(0o644)
+    results.write_text_atomic(shared, "{}\n")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644
+    old = os.umask(0o027)
+    try:
+        results.write_text_atomic(tmp_path / "new.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640

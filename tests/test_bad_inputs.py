@@ -98,6 +98,14 @@ class Bad:
     env: tuple[tuple[str, str], ...] = ()  # environment of the run (pytester's folder is the working one)
 
 
+def _huge_score(p: pytest.Pytester) -> Path:
+    """A results document whose one row's score was set to 1e308 (a damaged or hand-edited baseline)."""
+    row = {"id": "r1", "evaluated": "base", "models": {"base": {"score": {"value": 1e308}}}}
+    path = p.path / "previous.json"
+    path.write_text(json.dumps({"benchmarks": [{"benchmark_file": "bench.jsonl", "rows": [row]}]}))
+    return path
+
+
 def _two_adapters_one_name(p: pytest.Pytester, m: Models) -> list[str]:
     first, second = _copy(m.tiny_adapter, p.path / "first"), _copy(m.tiny_adapter, p.path / "second")
     return [*model_args(m.tiny_model), f"--adapter={first}", f"--adapter={second}"]
@@ -211,6 +219,35 @@ BAD_INPUTS = [
         "--llmeval-results naming a folder",
         lambda p, m: [*_predictions(p), "--llmeval-results=out"],
         "--llmeval-results */out: is a folder; pass a file path, e.g. */out/results.json",
+    ),
+    Bad(
+        "results-is-the-benchmark",
+        "--llmeval-results naming a benchmark file of the run",
+        lambda p, m: [*_predictions(p), "--llmeval-results=bench.jsonl"],
+        "--llmeval-results */bench.jsonl is the benchmark file */bench.jsonl: the run would replace what it "
+        "reads; write it elsewhere",
+    ),
+    Bad(
+        "results-is-the-predictions",
+        "--llmeval-results naming the --llmeval-predictions file",
+        lambda p, m: [*_predictions(p), "--llmeval-results=preds.jsonl"],
+        "--llmeval-results */preds.jsonl is --llmeval-predictions */preds.jsonl: the run would replace what "
+        "it reads; write it elsewhere",
+    ),
+    Bad(
+        "html-is-the-results",
+        "--llmeval-html naming the --llmeval-results file",
+        lambda p, m: [*_predictions(p), "--llmeval-html=results.json"],
+        "--llmeval-html */results.json is also --llmeval-results: one would replace the other; give each "
+        "its own file",
+    ),
+    Bad(
+        "previous-out-of-range",
+        "an --llmeval-previous file holding a score of 1e308",
+        lambda p, m: [*_predictions(p), f"--llmeval-previous={_huge_score(p)}"],
+        # (fnmatch: [0] would be a character class)
+        "--llmeval-previous: cannot read */previous.json: not a results.json (benchmarks*.rows*.models"
+        ".base.score.value is 1e+308, out of any range a results.json holds)",
     ),
     Bad(
         "history-is-a-file",

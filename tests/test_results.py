@@ -32,6 +32,7 @@ from pytest_llmeval.records import (
     GateRecord,
     RowRecord,
     SideRecord,
+    evaluated_value,
     gate_record,
     row_record,
 )
@@ -286,8 +287,9 @@ def test_summarize_per_difficulty() -> None:
         adapter = [a for _, a in rows if a is not None]
         assert per[difficulty]["base"] == approx_or_none(fmean_or_none(base))
         assert per[difficulty]["adapter"] == approx_or_none(fmean_or_none(adapter))
-        # n counts every row of that difficulty, errored ones too.
-        assert per[difficulty]["n"] == len(rows)
+        # n counts the rows the means are over; the errored ones are counted apart.
+        assert per[difficulty]["n"] == len(adapter)
+        assert per[difficulty]["n_errors"] == len(rows) - len(adapter)
 
 
 def test_summarize_counts_passed_errored_and_skipped_rows() -> None:
@@ -307,7 +309,9 @@ def test_errored_rows_are_left_out_of_the_means() -> None:
     for key in ("adapter_score", "base_model_score", "improvement_absolute", "improvement_relative"):
         assert with_errors[key] == without[key]
     assert with_errors["n_errors"] == 2
-    assert with_errors["per_difficulty"]["easy"]["n"] == 4
+    # n: the rows the means are over; the errored ones counted apart (4 easy rows: 2 scored, 2 errored).
+    assert with_errors["per_difficulty"]["easy"]["n"] == 2
+    assert with_errors["per_difficulty"]["easy"]["n_errors"] == 2
 
 
 def test_every_row_errored_gives_no_means() -> None:
@@ -318,7 +322,7 @@ def test_every_row_errored_gives_no_means() -> None:
     assert res["improvement_relative"] is None
     assert res["n_errors"] == 2
     assert res["n_passed"] == 0
-    assert res["per_difficulty"]["hard"] == {"adapter": None, "base": None, "n": 1}
+    assert res["per_difficulty"]["hard"] == {"adapter": None, "base": None, "n": 0, "n_errors": 1}
 
 
 def test_relative_improvement_is_none_when_the_base_mean_is_zero() -> None:
@@ -347,13 +351,14 @@ def test_base_only_records() -> None:
     assert res["improvement_absolute"] is None
     assert res["improvement_relative"] is None
     assert res["n_passed"] == 1  # the base score decides when there is no adapter
-    assert res["per_difficulty"]["medium"] == {"adapter": None, "base": 0.0, "n": 1}
+    assert res["per_difficulty"]["medium"] == {"adapter": None, "base": 0.0, "n": 1, "n_errors": 0}
 
 
 def test_summarize_no_records() -> None:
     res = summarize([])
     assert res["adapter_score"] is None and res["base_model_score"] is None
-    assert res["per_difficulty"] == {d: {"adapter": None, "base": None, "n": 0} for d in DIFFICULTIES}
+    empty = {"adapter": None, "base": None, "n": 0, "n_errors": 0}
+    assert res["per_difficulty"] == {d: empty for d in DIFFICULTIES}
     assert res["n_passed"] == 0 and res["n_errors"] == 0
 
 
@@ -973,7 +978,8 @@ def test_property_summarize_matches_a_plain_reference(data: st.DataObject, with_
         assert math.isclose(res["improvement_relative"], absolute / base, rel_tol=1e-9, abs_tol=1e-9)
     for d in DIFFICULTIES:
         rows = [r for r in recs if r["difficulty"] == d]
-        assert res["per_difficulty"][d]["n"] == len(rows)
+        assert res["per_difficulty"][d]["n"] == sum(1 for r in rows if evaluated_value(r) is not None)
+        assert res["per_difficulty"][d]["n_errors"] == sum(1 for r in rows if r["error"])
         assert res["per_difficulty"][d]["base"] == approx_or_none(fmean_or_none(_side_scores(rows, BASE)))
         assert res["per_difficulty"][d]["adapter"] == approx_or_none(
             fmean_or_none(_side_scores(rows, ADAPTER))

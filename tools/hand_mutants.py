@@ -90,12 +90,12 @@ MUTANTS = (
     ),
     Mutant(
         name="plain-write",
-        file="pytest_llmeval/results.py",
-        old="    path.parent.mkdir(parents=True, exist_ok=True)\n    fd, tmp = tempfile.mkstemp(",
+        file="pytest_llmeval/inputs.py",
+        old="    fd, tmp = tempfile.mkstemp(prefix=f\".{path.name}.\", suffix=\".tmp\", dir=path.parent)\n",
         new=(
-            "    path.parent.mkdir(parents=True, exist_ok=True)\n"
-            "    path.write_text(text, encoding='utf-8')\n"
-            "    return\n    fd, tmp = tempfile.mkstemp("
+            "    path.write_bytes(data)\n"
+            "    return\n"
+            "    fd, tmp = tempfile.mkstemp(prefix=f\".{path.name}.\", suffix=\".tmp\", dir=path.parent)\n"
         ),
         tests=("tests/test_atomic_write.py",),
         why="results.json written in place: a failed write destroys the previous file",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from pytest_llmeval.formatting import shown
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import compile_regex
 from pytest_llmeval.scorers.config import describe as _describe
@@ -223,9 +224,12 @@ def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     # Only a row that extracts has an extracted answer to show; without a pattern "None" would read as a
     # failed extraction.
     if config.get("extract_pattern") is not None:
-        lines.append(f"extracted:   {details['extracted']!r}")
+        extracted = details["extracted"]
+        lines.append(f"extracted:   {'None' if extracted is None else shown(str(extracted))}")
     if "normalized_prediction" in details:
+        expected = details.get("normalized_expected")
         lines.append(
-            f"compared:    {details['normalized_prediction']!r} vs {details.get('normalized_expected')!r}"
+            f"compared:    {shown(str(details['normalized_prediction']))} vs "
+            f"{'None' if expected is None else shown(str(expected))}"
         )
     return lines
