@@ -586,7 +586,15 @@ class Endpoint:
                 except Exception as exc:
                     failure = self._classify(exc, target.url)
                 else:
-                    return dataclasses.replace(reply, url=progress.sending_to)
+                    # The success path too: a server or proxy may repeat the key (or a URL's credentials)
+                    # in any string it returns, and these are stored, printed and cached.
+                    return dataclasses.replace(
+                        reply,
+                        url=progress.sending_to,
+                        text=self._scrub_some(reply.text),
+                        model=self._scrub_some(reply.model),
+                        system_fingerprint=self._scrub_some(reply.system_fingerprint),
+                    )
                 progress.sending_to = ""
             progress.last = failure
             if failure.next_url:
@@ -709,6 +717,9 @@ class Endpoint:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def _scrub_some(self, text: str | None) -> str | None:
+        return None if text is None else self._scrub(text)
 
 
 def _tried(failure: _Failure) -> str:

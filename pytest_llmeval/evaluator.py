@@ -410,6 +410,7 @@ class Evaluator:
     _cache_off: bool = False  # the model's files could not be fingerprinted: generate without the cache
     _endpoint: Any = None  # endpoint.Endpoint, built on first use (--llmeval-endpoint)
     _served: dict[str, ServedModel] | None = None  # served model id -> what the probe found
+    _predictions_name: str | None = None
     _served_error: str | None = None  # the probe failed: every row that needs the endpoint fails with it
     _served_at: str | None = None  # when the probe ran (UTC, ISO 8601): results.json's date of the models
     _hardware: dict[str, Any] | None = None  # meta()'s hardware, worked out once
@@ -480,11 +481,14 @@ class Evaluator:
         return self.roster.evaluated(info.get("domains") or {})
 
     def predictions_name(self) -> str:
-        """--llmeval-predictions' identity (benchmark.predictions_identity)."""
-        from pytest_llmeval.benchmark import predictions_identity
+        """--llmeval-predictions' identity (benchmark.predictions_identity), worked out once: meta() asks
+        for it with every row's report under xdist, and it hashes every prediction."""
+        if self._predictions_name is None:
+            from pytest_llmeval.benchmark import predictions_identity
 
-        assert self.options.predictions is not None
-        return predictions_identity(self.options.predictions, self.predictions())
+            assert self.options.predictions is not None
+            self._predictions_name = predictions_identity(self.options.predictions, self.predictions())
+        return self._predictions_name
 
     def identity(self) -> Identity:
         """Who this run evaluates, as its results.json names it (history.identity_of), without loading."""

@@ -156,6 +156,7 @@ class FaultServer:
         report_model_as: str | None = None,
         gauge: Gauge | None = None,
         report_usage: bool = True,
+        echo_key: bool = False,
     ) -> None:
         self.models = list(models)
         self.api_key = api_key  # None: any key (or none) is accepted
@@ -168,10 +169,15 @@ class FaultServer:
         # The `model` of its answers; None: "served/<the id asked for>".
         self.report_model_as = report_model_as
         self.report_usage = report_usage  # False: answers carry no `usage`, as some servers' do not
+        # True: every answer repeats the request's Authorization header in its text, model and
+        # system_fingerprint, as a careless proxy might on the success path.
+        self.echo_key = echo_key
         # Counts the completion requests being answered (pass one gauge to several servers to count them all).
         self.gauge = gauge if gauge is not None else Gauge()
         self.script: deque[Fault] = deque()
         self.by_prompt: dict[str, deque[Fault]] = {}
+        # Model id -> the fault every generation for it meets (the start-up probe, max_tokens 1, is answered).
+        self.by_model: dict[str, Fault] = {}
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -183,6 +189,11 @@ class FaultServer:
     def fail(self, prompt: str, *faults: Fault) -> None:
         """The next requests with this prompt meet these faults, one each in order; later ones get answers."""
         self.by_prompt.setdefault(prompt, deque()).extend(faults)
+
+    def fail_every_generation(self, model_id: str, fault: Fault) -> None:
+        """Every request for `model_id` meets `fault`, except the start-up probe (max_tokens 1), which is
+        answered: a server that looks healthy when the run starts and fails every row of one model."""
+        self.by_model[model_id] = fault
 
     def posts(self, prompt: str | None = None) -> list[Received]:
         """The completion requests received (optionally only those with this prompt), in arrival order."""
@@ -231,8 +242,10 @@ class FaultServer:
         with self._lock:
             self.received.append(received)
 
-    def _next_fault(self, prompt: str | None) -> Fault | None:
+    def _next_fault(self, prompt: str | None, body: Any = None) -> Fault | None:
         with self._lock:
+            if isinstance(body, dict) and body.get("model") in self.by_model and body.get("max_tokens") != 1:
+                return self.by_model[body["model"]]
             queue = self.by_prompt.get(prompt) if prompt is not None else None
             if queue:
                 return queue.popleft()
@@ -373,7 +386,7 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             prompt = _prompt_of(body) if isinstance(body, dict) else None
-            fault = server._next_fault(prompt)
+            fault = server._next_fault(prompt, body)
             server._record(
                 Received(
                     "POST", self.path, _headers(self), body, time.monotonic(), fault.kind if fault else ""
@@ -451,6 +464,15 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             answer = _completion(
                 body, prompt[::-1], chat=chat, model=self._model(body), usage=server.report_usage
             )
+            if server.echo_key:
+                auth = self.headers.get("Authorization", "")
+                answer["model"] = f"{answer['model']} ({auth})"
+                answer["system_fingerprint"] = f"fp {auth}"
+                choice = answer["choices"][0]
+                if chat:
+                    choice["message"]["content"] += f" {auth}"
+                else:
+                    choice["text"] += f" {auth}"
             self._send_json(200, answer)
 
         def _model(self, body: dict[str, Any]) -> str:

@@ -291,7 +291,11 @@ def test_composite_weights_from_pyproject_and_the_option(pytester: pytest.Pytest
     pytester.makefile(".toml", pyproject="[tool.llmeval]\ncomposite_weights = {multiple_choice = -1}\n")
     bad = pytester.runpytest(*args)
     bad.stderr.fnmatch_lines(
-        ["*pyproject.toml [[]tool.llmeval[]] composite_weights: weight of multiple_choice must be >= 0*"]
+        [
+            "*pyproject.toml [[]tool.llmeval[]] composite_weights: weight of multiple_choice must be a "
+            "finite "
+            "number >= 0*"
+        ]
     )
 
 

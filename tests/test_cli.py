@@ -151,9 +151,7 @@ def test_a_damaged_results_json_is_bad_input_not_a_traceback(
     path = tmp_path / "results.json"
     path.write_text('{"benchmarks": [{"gates": {}}]}')
     assert main(["report", str(path)]) == 2
-    expected = (
-        f"llmeval: cannot read {path}: not a results.json this version can read (no 'benchmark_file')\n"
-    )
+    expected = f"llmeval: cannot read {path}: not a results.json (benchmarks[0] has no benchmark_file)\n"
     assert capsys.readouterr().err == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # neither file written
     path.write_text('{"benchmarks": [{"benchmark_file": "b.jsonl"}]}')

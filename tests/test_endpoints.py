@@ -364,3 +364,56 @@ def test_a_served_reasoning_block_is_cut_off_before_scoring(
         "base"
     ]
     assert (side["output"], side["scored_output"]) == (answer, "yes")
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_server_failing_every_adapter_row_fails_the_gate_not_skips_it(
+    pytester: pytest.Pytester,
+    server: FaultServer,
+    workers: tuple[str, ...],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The case that went green on nothing: the probe answered, then HTTP 500 for every adapter generation."""
+    from pytest_llmeval.__main__ import main as cli
+
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    server.fail_every_generation("lora-id", status(500, "the adapter is not loaded"))
+    args = [
+        a
+        for a in served_args(server, "--llmeval-no-cache", "--llmeval-retries=0")
+        if a not in ("-m", "not gate")
+    ]
+    result = pytester.runpytest(
+        *args, "--llmeval-domain=bench*", "--llmeval-min-rows=6", *workers, "bench.jsonl"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((pytester.path / "results.json").read_text())
+    verdict = (
+        doc["benchmarks"][0]["gates"]["better_than_base[lora-id]"]
+        if "better_than_base[lora-id]" in doc["benchmarks"][0]["gates"]
+        else doc["benchmarks"][0]["gates"]["better_than_base"]
+    )
+    assert verdict["status"] == "fail", verdict
+    assert "0 of 6 rows scored against base (6 errored)" in verdict["message"]
+    assert doc["complete"] is False and "6 of 6 rows errored" in doc["incomplete_reason"]
+    capsys.readouterr()
+    assert cli(["check", str(pytester.path / "results.json")]) == 1
+
+
+def test_a_key_echoed_on_the_success_path_is_scrubbed_everywhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server (or proxy) that repeats the Authorization header in every answer's text, model and
+    system_fingerprint: the key must reach no file the run writes, and not the terminal."""
+    monkeypatch.setenv("LLMEVAL_TEST_KEY", KEY)
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    with FaultServer(models=("base-id", "lora-id"), api_key=KEY, echo_key=True) as echoing:
+        args = served_args(echoing, "--llmeval-cache-dir=gen-cache", "--llmeval-html=report.html")
+        result = pytester.runpytest(*args, "--junitxml=junit.xml", "bench.jsonl")
+    # The server did echo (its answers carry the header, the key masked), and nothing kept the key.
+    assert "Bearer ***" in (pytester.path / "results.json").read_text()
+    assert KEY not in result.stdout.str() + result.stderr.str()
+    written = [p for p in pytester.path.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "history" for p in written) and any("gen-cache" in str(p) for p in written)
+    leaked = [str(p) for p in written if KEY.encode() in p.read_bytes()]
+    assert not leaked, leaked

@@ -470,3 +470,21 @@ def test_path_clashes_by_resolved_path_hard_link_folder_top_and_other_output(tmp
         f"--llmeval-html {tmp_path}/r.json is also --llmeval-results: one would replace the other; give each "
         "its own file"
     ]
+
+
+def test_a_pattern_that_backtracks_without_end_is_a_row_error_not_a_hang(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    config = {"extract_pattern": "^(a|aa)+$"}
+    rows = [row("slow", expected="a", evaluation_config=config), row("fine", expected="hello")]
+    pytester.makefile(".jsonl", bench=jsonl(rows))
+    preds = [{"id": "slow", "prediction": "a" * 60 + "!"}, {"id": "fine", "prediction": "hello"}]
+    (pytester.path / "preds.jsonl").write_text(jsonl(preds))
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*bench.jsonl:1: scorer 'exact_match' raised ValueError: extract_pattern '^(a|aa)+$' ran past "
+            "2 s on this output (61 characters): it backtracks without end*"
+        ]
+    )
+    assert read(pytester)["benchmarks"][0]["results"]["n_errors"] == 1

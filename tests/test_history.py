@@ -290,7 +290,8 @@ def test_a_selection_is_partial_and_the_next_full_run_compares_with_the_last_ful
     # 8 rows right, 4 wrong; gates: no_degradation, size, edge_cases, difficulty_mix pass, held_out skips (no
     # training data). No history yet: no no_regression.
     first.assert_outcomes(passed=8 + 4, failed=4, skipped=1)
-    first.stdout.fnmatch_lines(["history: *.llmeval/history/*_prediction.json; list with *"])
+    # Named by the predictions: their file and a hash of their outputs (no `model` field in the lines).
+    first.stdout.fnmatch_lines(["history: *.llmeval/history/*_preds.txt-????????????.json; list with *"])
     assert results(pytester)["complete"] is True
     quick = pytester.runpytest(*preds, "-k", "r03 or r09")
     quick.assert_outcomes(passed=1, failed=1, deselected=16)
@@ -394,8 +395,10 @@ def test_an_interrupted_run_is_kept_and_never_a_baseline(
     after = pytester.runpytest_subprocess(*args, timeout=300)
     gate = results(pytester)["benchmarks"][0]["gates"]["no_regression"]
     assert gate["status"] == "skip"
+    name = results(pytester)["adapter_name"]  # the predictions' file and a hash of their outputs
+    assert name.startswith("preds.txt@")
     assert gate["message"] == (
-        "no baseline to compare against: no complete earlier run of adapter 'prediction' on bench.jsonl "
+        f"no baseline to compare against: no complete earlier run of adapter '{name}' on bench.jsonl "
         f"in {history.history_dir(pytester.path / 'results.json')}: 1 partial run(s), which are never a "
         "baseline"
     ), after.stdout.str()[-3000:]

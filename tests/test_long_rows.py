@@ -198,7 +198,9 @@ def test_real_model_a_row_longer_than_the_context_is_its_own_error(
     error = by_id["long"]["error"]
     assert error.startswith("bench.jsonl:1: ") and "more than the model's context of 8192" in error
     assert "--llmeval-context-overflow truncate-left" in error and "Traceback" not in result.stdout.str()
-    assert results(pytester)["complete"] is True  # both rows finished: one scored, one a clear error
+    # Both rows finished, one scored and one a clear error: a row without a score leaves the run incomplete.
+    doc = results(pytester)
+    assert doc["complete"] is False and doc["incomplete_reason"] == "1 of 2 rows errored"
 
 
 def test_a_truncated_row_is_generated_and_says_so(pytester: pytest.Pytester, tiny_model: Path) -> None:

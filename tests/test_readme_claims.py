@@ -305,7 +305,13 @@ def test_no_regression_fails_when_the_adapter_got_much_worse(pytester: pytest.Py
         return predictions(
             pytester,
             [
-                {"id": f"r{i:02d}", "prediction": f"a{i}" if right else "no", "base_prediction": "no"}
+                # One model's two versions: the `model` field names them alike (outputs differ).
+                {
+                    "id": f"r{i:02d}",
+                    "prediction": f"a{i}" if right else "no",
+                    "base_prediction": "no",
+                    "model": "m",
+                }
                 for i in range(12)
             ],
         )

@@ -91,11 +91,11 @@ MUTANTS = (
     Mutant(
         name="plain-write",
         file="pytest_llmeval/inputs.py",
-        old="    fd, tmp = tempfile.mkstemp(prefix=f\".{path.name}.\", suffix=\".tmp\", dir=path.parent)\n",
+        old='    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)\n',
         new=(
             "    path.write_bytes(data)\n"
             "    return\n"
-            "    fd, tmp = tempfile.mkstemp(prefix=f\".{path.name}.\", suffix=\".tmp\", dir=path.parent)\n"
+            '    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)\n'
         ),
         tests=("tests/test_atomic_write.py",),
         why="results.json written in place: a failed write destroys the previous file",

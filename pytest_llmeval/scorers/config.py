@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import regex  # re's syntax, with a timeout
+
 
 def check_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str) -> None:
     """Raise ValueError naming the first unknown key (with the closest known one as a hint)."""
@@ -33,16 +35,46 @@ def threshold(config: Mapping[str, Any], default: float) -> float:
     return float(value)
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """re.compile a benchmark's pattern; every way the pattern itself can be refused raises re.error."""
+# Seconds one pattern may spend on one model output. The `regex` engine (re's syntax) already avoids most
+# catastrophic backtracking ((a+)+$ ends at once); what it cannot avoid ((a|aa)+$ on 60 a's and a !) must
+# not hang the run at 100% CPU: past this the row is an error naming the pattern, and the run goes on.
+REGEX_TIMEOUT_S = 2.0
+
+
+def compile_regex(pattern: str) -> Any:
+    """Compile a benchmark's pattern with the `regex` engine (re's syntax: its version 0), as scoring will
+    run it; every way the pattern itself can be refused raises re.error."""
     try:
-        return re.compile(pattern)
+        re.compile(pattern)  # re's own messages for a pattern re refuses: the syntax users know
+        return regex.compile(pattern)
+    except regex.error as exc:
+        raise re.error(str(exc)) from None
     except RecursionError:
         # The parser recurses once per nested group: a thousand "(" exhaust the stack.
         raise re.error("groups nested too deeply") from None
     except OverflowError as exc:
         # A repetition count past the engine's limit, such as a{4294967296}.
         raise re.error(str(exc)) from None
+
+
+def find(pattern: str, text: str, what: str, *, last: bool = False) -> Any:
+    """The first (or the last) match of a benchmark's pattern in a model's output, None without one;
+    ValueError naming the pattern when the search runs past REGEX_TIMEOUT_S (the row errors, the run goes
+    on)."""
+    compiled = compile_regex(pattern)
+    try:
+        if not last:
+            return compiled.search(text, timeout=REGEX_TIMEOUT_S)
+        found = None
+        for found in compiled.finditer(text, timeout=REGEX_TIMEOUT_S):  # noqa: B007 - the last one is kept
+            pass
+        return found
+    except TimeoutError:
+        raise ValueError(
+            f"{what} {quote(pattern)} ran past {REGEX_TIMEOUT_S:g} s on this output ({len(text)} "
+            "characters): it backtracks without end; rewrite it without nested repetition (such as (a|aa)+ "
+            "or (a+)+)"
+        ) from None
 
 
 def quote(text: str) -> str:

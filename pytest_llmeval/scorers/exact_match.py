@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_llmeval.formatting import shown
 from pytest_llmeval.scorers.base import Score
-from pytest_llmeval.scorers.config import compile_regex
+from pytest_llmeval.scorers.config import compile_regex, find
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -84,19 +84,12 @@ def extract(text: str, pattern: str, *, which: str = "first") -> str | None:
     """
     if which not in _WHICH:
         raise ValueError(f"which must be 'first' or 'last', not {which!r}")
-    compiled = re.compile(pattern)
-    match: re.Match[str] | None
-    if which == "first":
-        match = compiled.search(text)
-    else:
-        match = None
-        for match in compiled.finditer(text):  # noqa: B007 - we want the last one the loop leaves behind
-            pass
+    match = find(pattern, text, "extract_pattern", last=which == "last")
     if match is None:
         return None
-    if compiled.groups == 0:
-        return match.group(0)
-    return next((group for group in match.groups() if group is not None), None)
+    if not match.re.groups:
+        return str(match.group(0))
+    return next((str(group) for group in match.groups() if group is not None), None)
 
 
 def normalize(text: str, *, case_sensitive: bool = False, percent: bool = False) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmeval.scorers.base import Score
-from pytest_llmeval.scorers.config import check_keys, compile_regex
+from pytest_llmeval.scorers.config import check_keys, compile_regex, find
 
 DEFAULT_PATTERN = r"(?i)score\s*[:=]\s*(\d+(?:\.\d+)?)"
 DEFAULTS: dict[str, Any] = {
@@ -89,7 +89,7 @@ def judge_request(
 
 def extract(text: str, config: Mapping[str, Any]) -> float | None:
     """The score in one judge output (the first group, or the match); None if absent or out of range."""
-    match = re.search(str(option(config, "extract_score_pattern")), text)
+    match = find(str(option(config, "extract_score_pattern")), text, "extract_score_pattern")
     if match is None:
         return None
     found = match.group(1) if match.groups() else match.group(0)
