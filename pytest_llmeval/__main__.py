@@ -289,12 +289,11 @@ def _history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
     if not folder.is_dir():
         raise _Refused(f"no history at {folder} (a run writes one beside its results.json)")
-    all_runs = history.runs(folder)
-    read = {run.path for run in all_runs}
-    for path in history.entries(folder):
-        if path not in read:
-            # Listed apart and left where it is: a damaged entry is no run, and never stops the listing.
-            print(f"llmeval: passed over {history.entry_problem(path)}", file=sys.stderr)
+    damaged: dict[Path, str] = {}
+    all_runs = history.runs(folder, damaged)
+    for problem in damaged.values():
+        # Listed apart and left where it is: a damaged entry is no run, and never stops the listing.
+        print(f"llmeval: passed over {problem}", file=sys.stderr)
     if args.diff is None:
         for line in history.list_lines(all_runs):
             print(line)

@@ -89,21 +89,18 @@ def entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if _ENTRY_NAME.match(p.name))
 
 
-def read_entry(path: Path) -> dict[str, Any] | None:
-    """An entry's document; None when it cannot be read or is damaged (entry_problem says why)."""
+def read_checked(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """An entry's document, or None and why not (results.read_results' message): damaged entries are
+    passed over by name, never a reason to stop."""
     try:
-        return read_results(path)
-    except ResultsFileError:
-        return None
-
-
-def entry_problem(path: Path) -> str | None:
-    """Why an entry is not read (results.read_results' message), or None when it is."""
-    try:
-        read_results(path)
+        return read_results(path), None
     except ResultsFileError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+
+
+def read_entry(path: Path) -> dict[str, Any] | None:
+    """An entry's document; None when it cannot be read or is damaged (read_checked says why)."""
+    return read_checked(path)[0]
 
 
 def benchmark_entry(document: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -141,11 +138,9 @@ class Baselines:
 
     def _document(self, path: Path) -> dict[str, Any] | None:
         if path not in self._documents:
-            try:
-                self._documents[path] = read_results(path)
-            except ResultsFileError as exc:
-                self._documents[path] = None
-                self.damaged[path] = str(exc)
+            self._documents[path], problem = read_checked(path)
+            if problem is not None:
+                self.damaged[path] = problem
         return self._documents[path]
 
     def damage_note(self) -> str | None:
@@ -239,13 +234,16 @@ class Run:
     document: dict[str, Any]
 
 
-def runs(folder: Path) -> list[Run]:
-    """The readable entries of a history, oldest first, numbered from 1."""
+def runs(folder: Path, damaged: dict[Path, str] | None = None) -> list[Run]:
+    """The readable entries of a history, oldest first, numbered from 1; the damaged ones, with why, go
+    into `damaged` when given."""
     out: list[Run] = []
     for path in entries(folder):
-        document = read_entry(path)
+        document, problem = read_checked(path)
         if document is not None:
             out.append(Run(len(out) + 1, path, document))
+        elif damaged is not None and problem is not None:
+            damaged[path] = problem
     return out
 
 

@@ -1156,8 +1156,12 @@ def _inputs(config: pytest.Config, outputs: Sequence[tuple[str, Path]]) -> list[
         ("--base-model", opt.base_model),
         *(("--adapter", a) for a in opt.adapter or []),
         *(("--llmeval-model", m.partition("=")[2]) for m in opt.llmeval_model or []),
-        *(("--llmeval-training-log", t.partition("=")[2] or t) for t in opt.llmeval_training_log or []),
-        *(("--llmeval-training-log", t) for t in opt.llmeval_training_log or [] if "=" in t),
+        # NAME=PATH or a bare PATH (which may hold "=" itself): both readings; only existing paths count.
+        *(
+            ("--llmeval-training-log", v)
+            for t in opt.llmeval_training_log or []
+            for v in {t, t.partition("=")[2]}
+        ),
     ]
     found = [(what, here / Path(value).expanduser()) for what, value in named if value]
     patterns: list[str] = config.getini("llmeval_files")
