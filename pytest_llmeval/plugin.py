@@ -64,6 +64,7 @@ from pytest_llmeval.models import (
 )
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BenchmarkInfo
+from pytest_llmeval.results import MAX_RESULTS_NUMBER
 from pytest_llmeval.roster import Roster, RosterError, build_roster, served_sides
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS
@@ -497,6 +498,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "this run replaces (when it is a complete run of the same adapter)",
     )
     group.addoption(
+        "--llmeval-overwrite",
+        action="store_true",
+        default=False,
+        help="let a partial run (a -k or -m selection, a sample, a stop) replace a complete results.json; "
+        "without it, a partial run's results go beside it (results.partial.json)",
+    )
+    group.addoption(
         "--llmeval-predictions",
         type=_path,
         default=None,
@@ -634,7 +642,7 @@ def _tool_table(config: pytest.Config) -> tuple[Path, dict[str, Any]]:
     try:
         table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("llmeval", {})
     except (OSError, ValueError) as exc:
-        raise pytest.UsageError(f"{pyproject}: cannot read [tool.llmeval]: {exc}") from None
+        raise pytest.UsageError(f"llmeval: {pyproject}: cannot read [tool.llmeval]: {exc}") from None
     return pyproject, table if isinstance(table, dict) else {}
 
 
@@ -647,17 +655,17 @@ def _prices(config: pytest.Config, served: Sequence[str]) -> dict[str, Price]:
     try:
         prices = parse_prices(table.get("prices", {}), f"{pyproject} [tool.llmeval.prices]")
     except PriceError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(f"llmeval: {exc}") from None
     if config.option.llmeval_max_cost is not None:
         if not served:
             raise pytest.UsageError(
-                "--llmeval-max-cost caps the money spent at --llmeval-endpoint; models run here cost no "
-                "tokens anyone bills: cap them with --llmeval-max-tokens"
+                "llmeval: --llmeval-max-cost caps the money spent at --llmeval-endpoint; models run here "
+                "cost no tokens anyone bills: cap them with --llmeval-max-tokens"
             )
         missing = [m for m in served if m not in prices]
         if missing:
             raise pytest.UsageError(
-                "--llmeval-max-cost needs a price for every served model: add "
+                "llmeval: --llmeval-max-cost needs a price for every served model: add "
                 f"{', '.join(map(repr, missing))} to [tool.llmeval.prices] in {pyproject} (prompt and "
                 "completion, USD per million tokens)"
             )
@@ -673,7 +681,7 @@ def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
         for part in raw.split(","):
             name, sep, value = part.partition("=")
             if not sep:
-                raise pytest.UsageError(f"{source}: expected TYPE=WEIGHT, got {part!r}")
+                raise pytest.UsageError(f"llmeval: {source}: expected TYPE=WEIGHT, got {part!r}")
             weights[name.strip()] = value.strip()
     else:
         pyproject, table = _tool_table(config)
@@ -681,25 +689,31 @@ def _composite_weights(config: pytest.Config) -> dict[str, float] | None:
             return None
         source = f"{pyproject} [tool.llmeval] composite_weights"
         if not isinstance(table["composite_weights"], dict):
-            raise pytest.UsageError(f"{source} must be a table of evaluation type = weight")
+            raise pytest.UsageError(f"llmeval: {source} must be a table of evaluation type = weight")
         weights = dict(table["composite_weights"])
     out: dict[str, float] = {}
     for name, value in weights.items():
         if name not in SCORERS:
             raise pytest.UsageError(
-                f"{source}: unknown evaluation type {name!r} (known: {', '.join(SCORERS)})"
+                f"llmeval: {source}: unknown evaluation type {name!r} (known: {', '.join(SCORERS)})"
             )
         try:
             out[name] = float(value)
         except (TypeError, ValueError):
-            raise pytest.UsageError(f"{source}: weight of {name} must be a number, got {value!r}") from None
+            raise pytest.UsageError(
+                f"llmeval: {source}: weight of {name} must be a number, got {value!r}"
+            ) from None
         if not 0 <= out[name] < math.inf:
-            raise pytest.UsageError(f"{source}: weight of {name} must be a finite number >= 0, got {value!r}")
+            raise pytest.UsageError(
+                f"llmeval: {source}: weight of {name} must be a finite number >= 0, got {value!r}"
+            )
+        if out[name] > MAX_RESULTS_NUMBER:
+            # results.json records the weights, and its readers refuse numbers this large as damage.
+            raise pytest.UsageError(
+                f"llmeval: {source}: weight of {name} is {value!r}: weights are relative, scale them down"
+            )
     if not any(out.values()):
-        raise pytest.UsageError(f"{source}: at least one weight must be above 0")
-    if not math.isfinite(sum(out.values())):
-        # Each finite, their sum not (two weights of 1e308): the weighted mean would be NaN.
-        raise pytest.UsageError(f"{source}: the weights are too large to add up; scale them down")
+        raise pytest.UsageError(f"llmeval: {source}: at least one weight must be above 0")
     return out
 
 
@@ -726,7 +740,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if opt.llmeval_predictions is not None and (model_given or opt.llmeval_endpoint):
         # Before anything is looked for (an --adapter Hub id would be downloaded next).
         raise pytest.UsageError(
-            "--llmeval-predictions scores saved outputs and loads no model: "
+            "llmeval: --llmeval-predictions scores saved outputs and loads no model: "
             "leave out --adapter, --base-model, --llmeval-model and --llmeval-endpoint"
         )
     endpoint = _endpoint_settings(config)
@@ -744,7 +758,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
         raise pytest.UsageError(
-            f"--llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
+            f"llmeval: --llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
             f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
         )
     # Resolved once here, not per collected file: the adapter's declared domain and its training file.
@@ -753,8 +767,8 @@ def pytest_configure(config: pytest.Config) -> None:
         models = [m.name for m in roster.models]
         if not roster.adapters or opt.llmeval_peft_vs_sft not in models:
             raise pytest.UsageError(
-                f"--llmeval-peft-vs-sft {opt.llmeval_peft_vs_sft}: needs an --adapter (PEFT) and the "
-                f"--llmeval-model of that name (SFT); this run has "
+                f"llmeval: --llmeval-peft-vs-sft {opt.llmeval_peft_vs_sft}: needs an --adapter (PEFT) and "
+                f"the --llmeval-model of that name (SFT); this run has "
                 f"{len(roster.adapters)} adapter(s) and model(s) {models or 'none'}"
             )
     domain_globs = [g for g in opt.llmeval_domain if "=" not in g]
@@ -777,13 +791,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if endpoint is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
         raise pytest.UsageError(
-            "--llmeval-fluency measures each model's outputs with that model's log-likelihoods, which an "
-            "endpoint does not return: add --llmeval-ppl-model PATH (a local model scores every column)"
+            "llmeval: --llmeval-fluency measures each model's outputs with that model's log-likelihoods, "
+            "which an endpoint does not return:"
+            " add --llmeval-ppl-model PATH (a local model scores every column)"
         )
     if opt.llmeval_predictions is not None and (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
         raise pytest.UsageError(
-            "--llmeval-fluency measures generated outputs with a model, and --llmeval-predictions loads "
-            "none: leave one of them out"
+            "llmeval: --llmeval-fluency measures generated outputs with a model, and --llmeval-predictions "
+            "loads none: leave one of them out"
         )
     if not _is_worker(config):
         _check_before_the_run(config)  # after the option conflicts above: a wrong combination says so first
@@ -1133,7 +1148,10 @@ def _outputs(config: pytest.Config) -> list[tuple[str, Path]]:
 
     opt = config.option
     results = _results_path(config)
-    out = [("--llmeval-results", results), ("the spot check", spot_check_path(results))]
+    spot = spot_check_path(results)
+    out = [("--llmeval-results", results), ("the spot check", spot)]
+    # Where a partial run goes when results.json holds a complete one (_write_run).
+    out += [("a partial run's results", _partial_path(results)), ("its spot check", _partial_path(spot))]
     if opt.llmeval_html is not None:
         out.append(("--llmeval-html", config.invocation_params.dir / opt.llmeval_html))
     if opt.llmeval_peft_vs_sft is not None:
@@ -1184,9 +1202,32 @@ def _check_clashes(config: pytest.Config, collected: Sequence[tuple[str, Path]] 
     """No output of the run is one of its inputs, or another output: checked before the first test (with
     the files collection found, `collected`, once they are known)."""
     outputs = _outputs(config)
-    clashes = path_clashes(outputs, [*_inputs(config, outputs), *collected])
+    inputs = [*_inputs(config, outputs), *collected]
+    clashes = path_clashes(outputs, inputs)
     if clashes:
+        junit = [(what, out) for what, out in outputs if what == "--junitxml"]
+        if junit and path_clashes(junit, [*inputs, *((w, o) for w, o in outputs if w != "--junitxml")]):
+            _junit_writer(config, None)  # pytest writes its XML at the end of even a refused session
         raise pytest.UsageError(f"llmeval: {clashes[0]}")
+
+
+def _junit_writer(config: pytest.Config, logfile: str | None) -> None:
+    """Send pytest's JUnit XML to `logfile` instead of --junitxml's path; None: write none at all.
+
+    pytest's writer keeps its path on the object it registers under this stash key (_pytest.junitxml, not
+    a public API; it has not changed since pytest 7) and writes at the end of the session whatever
+    happened: the only way to keep it off a file the run reads is to move it, or to unregister it.
+    """
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    if logfile is not None:
+        xml.logfile = logfile
+        return
+    del config.stash[xml_key]
+    config.pluginmanager.unregister(xml)
 
 
 def rootdir_from_option(config: pytest.Config) -> str | None:
@@ -1244,7 +1285,9 @@ def _generation_cache_dir(config: pytest.Config) -> Path | None:
     opt = config.option
     if opt.llmeval_no_cache:
         if opt.llmeval_cache_dir is not None:
-            raise pytest.UsageError("--llmeval-no-cache and --llmeval-cache-dir contradict: pass one of them")
+            raise pytest.UsageError(
+                "llmeval: --llmeval-no-cache and --llmeval-cache-dir contradict: pass one of them"
+            )
         return None
     if opt.llmeval_cache_dir is not None:
         return Path(config.invocation_params.dir / opt.llmeval_cache_dir)
@@ -1269,7 +1312,7 @@ def _baselines(config: pytest.Config) -> Baselines:
     explicit: Path | None = config.option.llmeval_previous
     if explicit is not None:
         if not explicit.is_file():
-            raise pytest.UsageError(f"--llmeval-previous {explicit}: no such file")
+            raise pytest.UsageError(f"llmeval: --llmeval-previous {explicit}: no such file")
         from pytest_llmeval.results import ResultsFileError, read_results
 
         try:
@@ -1706,6 +1749,8 @@ class _RecordSink:
         )
 
 
+# tryfirst: before pytest's JUnit XML writer, which _write_run may have to move off a file the run read.
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
     config = session.config
     run = config.stash[EVALUATOR_KEY]
@@ -1772,13 +1817,28 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
         for what, out in _outputs(config)
         if (clash := path_clashes([(what, out)], inputs))
     }
+    failures = config.stash.setdefault(_WRITE_FAILURES_KEY, [])
+    for what, out in _outputs(config):
+        if what == "--junitxml" and out.resolve() in forbidden:
+            fd, name = tempfile.mkstemp(prefix="llmeval-junit-", suffix=".xml")
+            os.close(fd)
+            _junit_writer(config, name)
+            why = forbidden[out.resolve()]
+            failures.append(f"cannot write the JUnit XML to {out} ({why}): written to {name} instead")
     recorder.add_meta(run.meta(), process="controller")
     document = recorder.document(reasons=reasons, identity=run.identity())
     from pytest_llmeval.report import html_report, spot_check_markdown, spot_check_path
     from pytest_llmeval.results import document_text
 
     path = _results_path(config)
-    failures = config.stash.setdefault(_WRITE_FAILURES_KEY, [])
+    spot = spot_check_path(path)
+    partial = bool(reasons or recorder.partial_reasons())
+    kept = _complete_run_at(path) if partial and not config.option.llmeval_overwrite else None
+    if kept is not None:
+        # A -k run to look at three rows must not cost the complete run's results.json: this run's
+        # files go beside it, and the summary says where and how to replace it instead.
+        path, spot = _partial_path(path), _partial_path(spot)
+        config.stash[_KEPT_KEY] = kept
     if config.option.llmeval_peft_vs_sft is not None:
         _peft_vs_sft(session, document, failures)
     written = _write_or_fallback(path, document_text(document), "results.json", failures, forbidden)
@@ -1803,9 +1863,7 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
             )
     # The LocoLLM spot check: five rows side by side, beside results.json. (`pytest-llmeval report` writes
     # this file and the HTML report again from results.json, with the same two functions.)
-    _write_or_fallback(
-        spot_check_path(path), spot_check_markdown(document), "the spot check", failures, forbidden
-    )
+    _write_or_fallback(spot, spot_check_markdown(document), "the spot check", failures, forbidden)
     if document.get("peft_vs_sft"):
         from pytest_llmeval.peft_sft import markdown_report
 
@@ -1831,6 +1889,28 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
         # A run whose results are not where they were asked for is not a green run, whatever its tests said.
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _complete_run_at(path: Path) -> str | None:
+    """The timestamp of the complete run whose results.json is at `path`; None when there is none (no
+    file, a partial run's, or one that cannot be read: nothing worth keeping is lost by replacing it)."""
+    from pytest_llmeval.results import ResultsFileError, read_results
+
+    if not path.is_file():
+        return None
+    try:
+        document = read_results(path)
+    except ResultsFileError:
+        return None
+    if document.get("complete") is not True:
+        return None
+    return str(document.get("timestamp") or "an earlier run")
+
+
+def _partial_path(path: Path) -> Path:
+    """Where a partial run's file goes when `path` holds a complete run: results.json ->
+    results.partial.json, spot_check.md -> spot_check.partial.md."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
 def _peft_vs_sft(session: pytest.Session, document: dict[str, Any], failures: list[str]) -> None:
@@ -1904,6 +1984,7 @@ _OFFLINE_BEFORE_KEY = pytest.StashKey[str | None]()  # HF_HUB_OFFLINE before --l
 
 
 _DOCUMENT_KEY = pytest.StashKey[tuple[Path, dict[str, Any]]]()
+_KEPT_KEY = pytest.StashKey[str]()  # a partial run went beside results.json: the kept complete run's time
 _HISTORY_KEY = pytest.StashKey[tuple[Path, int]]()  # the entry written, and how many old ones were pruned
 _WRITE_FAILURES_KEY = pytest.StashKey[list[str]]()  # what could not be written at the end, and where it went
 
@@ -1952,6 +2033,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"PEFT against SFT: primary criteria failed: {', '.join(failed)}", red=True, bold=True
             )
     terminalreporter.write_line(f"results written to {path}")
+    if _KEPT_KEY in config.stash:
+        kept = _results_path(config)
+        terminalreporter.write_line(
+            f"{kept} (the complete run of {config.stash[_KEPT_KEY]}) is kept: a partial run "
+            f"({document.get('incomplete_reason')}) does not replace it unless --llmeval-overwrite is given",
+            yellow=True,
+        )
     if _HISTORY_KEY in config.stash:
         entry, removed = config.stash[_HISTORY_KEY]
         pruned = f" ({removed} older run(s) removed: --llmeval-history-keep)" if removed else ""

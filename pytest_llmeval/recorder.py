@@ -57,6 +57,16 @@ class Recorder:
 
     def incomplete_reasons(self) -> list[str]:
         """Why the recorded rows are not the whole run (the session's own stop reasons come on top)."""
+        reasons = self.partial_reasons()
+        errored = sum(1 for r in self.records.values() if r["error"] is not None)
+        if errored:
+            # An errored row is a row without a score: the run did not measure what it was asked to.
+            reasons.append(f"{errored} of {len(self.records)} rows errored")
+        return reasons
+
+    def partial_reasons(self) -> list[str]:
+        """Why not every row of the collected files ran: a selection, a sample, a stop. (A row that ran and
+        errored is not among them: such a run measured the model as it is now, and fails on it.)"""
         reasons = []
         selection = self.selection or {}
         if selection.get("selected", 0) < selection.get("total", 0):
@@ -67,10 +77,6 @@ class Recorder:
         stopped = self._spent().get("stopped")
         if stopped:
             reasons.append(stopped)
-        errored = sum(1 for r in self.records.values() if r["error"] is not None)
-        if errored:
-            # An errored row is a row without a score: the run did not measure what it was asked to.
-            reasons.append(f"{errored} of {len(self.records)} rows errored")
         return reasons
 
     def _spent(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,7 +123,8 @@ def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         out["bits_per_byte"] = nll / LN2 / sum(int(p["n_bytes"]) for p in parts)
     if parts and all(p.get("scripts") for p in parts):
         out["bits_per_character_by_script"] = {}
-        for script in parts[0]["scripts"]:
+        # Every text's scorer lists every script; a script some text lacks is not summed over the rest.
+        for script in [s for s in parts[0]["scripts"] if all(s in p["scripts"] for p in parts)]:
             script_nll = math.fsum(float(p["scripts"][script]["nll"]) for p in parts)
             script_chars = sum(int(p["scripts"][script]["n_chars"]) for p in parts)
             # The adaptation document's character prediction accuracy (§4.2): top-1 next-token hits spread
@@ -150,7 +151,7 @@ def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
         return None
     from pytest_llmeval.scorers.perplexity import DEFAULT_BANDS, band
 
-    bands = tuple(float(b) for b in rows[0]["evaluation_config"].get("bands", DEFAULT_BANDS))
+    bands = tuple(float(b) for b in (rows[0].get("evaluation_config") or {}).get("bands", DEFAULT_BANDS))
     out: dict[str, Any] = {}
     for who in (BASE, ADAPTER):
         parts = [found for r in rows if (found := score(r, who)) is not None]
@@ -167,11 +168,8 @@ def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
     }
     first = score(rows[0], BASE)
     assert first is not None
-    out["window"] = {
-        "max_length": first["max_length"],
-        "stride": first["stride"],
-        "first_token": first["first_token"],
-    }
+    # What the scorer says of its window (None where a document read back lacks it): a description only.
+    out["window"] = {key: first.get(key) for key in ("max_length", "stride", "first_token")}
     if out.get(ADAPTER) and out.get(BASE):
         out["perplexity_ratio"] = out[ADAPTER]["perplexity"] / out[BASE]["perplexity"]
         out["cross_entropy_difference"] = out[ADAPTER]["cross_entropy"] - out[BASE]["cross_entropy"]
@@ -274,7 +272,8 @@ def composite_score(metrics: Mapping[str, float | None], weights: Mapping[str, f
             f"missing {', '.join(missing)}"
         )
     else:
-        value = math.fsum(w * float(metrics[m] or 0.0) for m, w in present.items()) / total
+        # Each weight as its share first: w * score of a huge weight would overflow where w / total cannot.
+        value = math.fsum(w / total * float(metrics[m] or 0.0) for m, w in present.items())
     return {
         "value": value,
         "metrics": {m: metrics.get(m) for m in weights},
@@ -1231,47 +1230,151 @@ def document_problem(document: Any) -> str | None:
         elif isinstance(value, list):
             stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     for i, bench in enumerate(document["benchmarks"]):
-        at = f"benchmarks[{i}]"
         if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
-            return f"{at} has no benchmark_file"
-        if not isinstance(bench.get("rows", []), list):
-            return f"{at}.rows is not a list"
-        if not isinstance(bench.get("gates", {}), dict):
-            return f"{at}.gates is not an object"
-        for j, row in enumerate(bench.get("rows", [])):
-            problem = _row_problem(row)
-            if problem is not None:
-                return f"{at}.rows[{j}]{problem}"
-    if not isinstance(document.get("complete", True), bool):
-        return "complete is not true or false"
+            return f"benchmarks[{i}] has no benchmark_file"
+    for pattern, kinds in READ_FIELDS:
+        for where, value in _matches(document, pattern.split(".")):
+            if not any(_KINDS[kind](value) for kind in kinds):
+                return f"{where} is {_shown(value)}, not {' or '.join(_KIND_NAMES[k] for k in kinds)}"
+    for pattern, keys in REQUIRED_FIELDS:
+        for where, value in _matches(document, pattern.split(".")):
+            for key in keys:
+                if key not in value:
+                    return f"{where} has no {key}"
+    for where, row in _matches(document, _ROW.split(".")):
+        for name, given in row.get("models", {}).items():
+            found = given.get("score")
+            if not isinstance(found, dict):
+                continue
+            needed = ("value", *_SCORE_NEEDS.get(row["evaluation_type"], ()))
+            if row["evaluation_type"] == "char_accuracy" and "scripts" in found:
+                needed += ("aligned", "expected_chars", "output_chars")
+            for key in needed:
+                if found.get(key) is None:
+                    return f"{where}.models.{name}.score has no {key}"
+            if row["evaluation_type"] == "perplexity":
+                for script, share in (found.get("scripts") or {}).items():
+                    if share.get("nll") is None or share.get("n_chars") is None:
+                        return f"{where}.models.{name}.score.scripts.{script} has no nll or n_chars"
     return None
 
 
-def _row_problem(row: Any) -> str | None:
-    if not isinstance(row, dict):
-        return " is not an object"
-    if not isinstance(row.get("id"), str):
-        return ".id is not a string"
-    if not isinstance(row.get("evaluated", BASE), str):
-        return ".evaluated is not a string"
-    sides = row.get("models", {})
-    if not isinstance(sides, dict):
-        return ".models is not an object"
-    for name, given in sides.items():
-        if not isinstance(given, dict):
-            return f".models.{name} is not an object"
-        found = given.get("score")
-        if found is None:
-            continue
-        if not isinstance(found, dict):
-            return f".models.{name}.score is not an object"
-        value = found.get("value")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            return f".models.{name}.score.value is {value!r}, not a score in [0, 1]"
-        entropy = found.get("cross_entropy")
-        if entropy is not None and (isinstance(entropy, bool) or not isinstance(entropy, int | float)):
-            return f".models.{name}.score.cross_entropy is {entropy!r}, not a number"
-    return None
+# The fields some reader of a results document relies on (the baseline comparison, the history, check,
+# report, compare), each with the kinds of value it may hold when present; `*` is every key of an object
+# or item of a list. Missing fields are each reader's business (most have a default); a field of another
+# kind is a damaged document, refused here in one line naming it rather than a traceback deep in a reader.
+_TRAINING = ("final_loss", "loss_stability", "n_steps", "n_logged", "convergence_step", "steps_to_95")
+_COUNTS = ("trainable_params", "total_params", "base_params", "all_params")
+_SCORE_NUMBERS = ("cross_entropy", "nll", "perplexity", "threshold")
+_SCORE_COUNTS = ("n_tokens", "n_chars", "n_bytes", "aligned", "expected_chars", "output_chars")
+_SCRIPT_NUMBERS = ("nll", "hits", "scored", "n_chars", "correct", "chars")
+# What a row's score of a type must hold for the corpus figures (perplexity_summary) to be computed.
+_SCORE_NEEDS = {"perplexity": ("cross_entropy", "nll", "perplexity", "n_tokens", "n_chars")}
+_ROW = "benchmarks.*.rows.*"
+READ_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("benchmarks.*.benchmark_hash", ("string", "null")),
+    ("benchmarks.*.rows", ("list",)),
+    ("benchmarks.*.gates", ("object",)),
+    ("benchmarks.*.gates.*", ("object",)),
+    ("benchmarks.*.gates.*.status", ("string",)),
+    (_ROW, ("object",)),
+    (f"{_ROW}.id", ("string",)),
+    (f"{_ROW}.evaluated", ("string",)),
+    (f"{_ROW}.evaluation_type", ("string",)),
+    (f"{_ROW}.evaluation_config", ("object",)),
+    (f"{_ROW}.evaluation_config.bands", ("bands",)),
+    (f"{_ROW}.difficulty", ("string", "null")),
+    (f"{_ROW}.tags", ("strings",)),
+    (f"{_ROW}.models", ("object",)),
+    (f"{_ROW}.models.*", ("object",)),
+    (f"{_ROW}.models.*.output", ("string", "null")),
+    (f"{_ROW}.models.*.score", ("object", "null")),
+    (f"{_ROW}.models.*.score.value", ("score",)),
+    *((f"{_ROW}.models.*.score.{k}", ("number", "null")) for k in _SCORE_NUMBERS),
+    *((f"{_ROW}.models.*.score.{k}", ("count",)) for k in _SCORE_COUNTS),
+    (f"{_ROW}.models.*.score.scripts", ("object",)),
+    (f"{_ROW}.models.*.score.scripts.*", ("object",)),
+    *((f"{_ROW}.models.*.score.scripts.*.{k}", ("number",)) for k in _SCRIPT_NUMBERS),
+    ("models", ("list", "null")),
+    ("models.*", ("object",)),
+    ("models.*.column", ("string",)),
+    ("models.*.name", ("string",)),
+    ("models.*.kind", ("string",)),
+    *((f"{where}parameter_efficiency", ("object", "null")) for where in ("", "models.*.")),
+    *(
+        (f"{where}parameter_efficiency.{k}", ("count", "null"))
+        for where in ("", "models.*.")
+        for k in _COUNTS
+    ),
+    ("models.*.training", ("object", "null")),
+    *((f"models.*.training.{k}", ("number", "null")) for k in _TRAINING),
+    ("models.*.training.totals", ("object",)),
+    ("models.*.training.totals.*", ("number", "null")),
+    ("models.*.training.overfitting", ("object",)),
+    ("models.*.training.grad_norm", ("object",)),
+    ("complete", ("bool",)),
+    ("incomplete_reason", ("string", "null")),
+    ("timestamp", ("string", "null")),
+    ("schema_version", ("string", "number")),
+    ("adapter_name", ("string", "null")),
+    ("benchmarks.*.benchmark_file", ("string",)),
+)
+
+# The fields readers take without a default, wherever the object holding them is present.
+REQUIRED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (_ROW, ("id", "evaluation_type", "evaluated", "models")),
+    ("models.*", ("column", "kind")),
+)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "null": lambda v: v is None,
+    "bool": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "number": _is_number,
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "score": lambda v: _is_number(v) and 0 <= v <= 1,
+    "bands": lambda v: isinstance(v, list) and len(v) == 3 and all(_is_number(x) for x in v),
+    "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+_KIND_NAMES = {
+    "string": "a string",
+    "null": "null",
+    "bool": "true or false",
+    "list": "a list",
+    "object": "an object",
+    "number": "a number",
+    "count": "a count (a whole number >= 0)",
+    "score": "a score in [0, 1]",
+    "bands": "three numbers",
+    "strings": "a list of strings",
+}
+
+
+def _matches(value: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, value) of each field `parts` names under `value` ("*": every key or item); absent: none."""
+    if not parts:
+        yield where, value
+        return
+    head, rest = parts[0], parts[1:]
+    if isinstance(value, dict):
+        keys = list(value) if head == "*" else [head] if head in value else []
+        for key in keys:
+            yield from _matches(value[key], rest, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list) and head == "*":
+        for i, item in enumerate(value):
+            yield from _matches(item, rest, f"{where}[{i}]")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:

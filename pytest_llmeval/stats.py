@@ -502,6 +502,10 @@ def _t_detectable_effect(n: int, alpha: float, power: float) -> float:
 def _t_rows_needed(effect: float, alpha: float, power: float) -> int:
     """The fewest rows (at least 2) at which the paired t test reaches this power for the effect."""
     approx = ((_z_two_sided(alpha) + stats.norm.ppf(power)) / effect) ** 2
+    if approx > _NORMAL_ROWS:
+        # So many rows that t is normal to well under a row: the scan below would run past int64 (a tiny
+        # effect against a huge spread, such as a damaged document's cross-entropy, asks for 1e200 rows).
+        return _ceil(approx)
     # The t test needs a few rows more than the normal approximation; power grows with n, so scan upward.
     start = max(2, _ceil(approx) - 2)
     while True:
@@ -515,6 +519,9 @@ def _t_rows_needed(effect: float, alpha: float, power: float) -> int:
 def _sd(d: FloatArray) -> float:
     sd = float(d.std(ddof=1))
     return 0.0 if sd <= _NOISE else sd
+
+
+_NORMAL_ROWS = 1e7  # above this many rows, _t_rows_needed takes the normal approximation as it is
 
 
 def _ceil(x: float) -> int:

@@ -300,6 +300,18 @@ def test_an_error_of_the_run_fails_whatever_its_results(workspace: Path) -> None
     assert run.returncode == 2 and "cannot split" in run.stdout  # an unclosed quote: refused, not guessed
 
 
+def test_a_partial_run_is_gated_on_its_own_results(workspace: Path) -> None:
+    """A self-hosted workspace holds an earlier complete run's results.json: a `-k` run through the action
+    replaces it (--llmeval-overwrite) and is gated as what it is, incomplete; never on the earlier file."""
+    assert run_action(workspace, "evaluate", benchmarks="benchmarks", pytest_args=PASSING).returncode == 0
+    run = run_action(
+        workspace, "evaluate", benchmarks="benchmarks", pytest_args=f"{PASSING} -m 'not gate' -k r1"
+    )
+    assert run.outputs["gates-passed"] == "false" and run.returncode == 1, run.stdout
+    assert json.loads((workspace / "results.json").read_text())["complete"] is False
+    assert not (workspace / "results.partial.json").exists()
+
+
 def test_cache_outputs_name_what_is_there(workspace: Path) -> None:
     """The model is saved once converted; the generations and the history under names for their contents."""
     store = workspace / ".pytest_cache" / "d" / "llmeval" / "v1"

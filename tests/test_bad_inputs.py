@@ -106,6 +106,27 @@ def _huge_score(p: pytest.Pytester) -> Path:
     return path
 
 
+def _retyped_count(p: pytest.Pytester) -> Path:
+    """A results document whose perplexity row's token count was written as a string (hand-edited)."""
+    score = {
+        "value": 1.0,
+        "cross_entropy": 2.0,
+        "nll": 24.0,
+        "perplexity": 7.39,
+        "n_tokens": "12",
+        "n_chars": 40,
+    }
+    row = {
+        "id": "r1",
+        "evaluation_type": "perplexity",
+        "evaluated": "base",
+        "models": {"base": {"score": score}},
+    }
+    path = p.path / "previous.json"
+    path.write_text(json.dumps({"benchmarks": [{"benchmark_file": "bench.jsonl", "rows": [row]}]}))
+    return path
+
+
 def _two_adapters_one_name(p: pytest.Pytester, m: Models) -> list[str]:
     first, second = _copy(m.tiny_adapter, p.path / "first"), _copy(m.tiny_adapter, p.path / "second")
     return [*model_args(m.tiny_model), f"--adapter={first}", f"--adapter={second}"]
@@ -248,6 +269,20 @@ BAD_INPUTS = [
         # (fnmatch: [0] would be a character class)
         "--llmeval-previous: cannot read */previous.json: not a results.json (benchmarks*.rows*.models"
         ".base.score.value is 1e+308, out of any range a results.json holds)",
+    ),
+    Bad(
+        "previous-wrong-type",
+        'an --llmeval-previous file whose perplexity score has a token count of "12"',
+        lambda p, m: [*_predictions(p), f"--llmeval-previous={_retyped_count(p)}"],
+        "--llmeval-previous: cannot read */previous.json: not a results.json (benchmarks*.rows*.models.base"
+        '.score.n_tokens is "12", not a count (a whole number >= 0))',
+    ),
+    Bad(
+        "weight-too-large",
+        "a composite weight of 1e308",
+        lambda p, m: [*_predictions(p), "--llmeval-composite-weights=exact_match=1e308"],
+        "--llmeval-composite-weights: weight of exact_match is '1e308': weights are relative, scale them "
+        "down",
     ),
     Bad(
         "history-is-a-file",

@@ -130,7 +130,8 @@ def test_gate_check_exits_1_on_a_failed_gate(tmp_path: Path, capsys: pytest.Capt
         "size": {"status": "pass", "message": "ok"},
         "better_than_base": {"status": "fail", "message": "p=0.4"},
     }
-    rows = [{"id": "r1", "evaluated": "base", "models": {"base": {"score": {"value": 1.0}}}}]
+    score = {"score": {"value": 1.0}}
+    rows = [{"id": "r1", "evaluation_type": "exact_match", "evaluated": "base", "models": {"base": score}}]
     doc = {"complete": True, "benchmarks": [{"benchmark_file": "b.jsonl", "gates": gates, "rows": rows}]}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))

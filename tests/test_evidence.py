@@ -163,7 +163,8 @@ def test_check_fails_a_document_with_no_scored_rows_whatever_its_gates_say(
             "--llmeval-composite-weights=rouge=nan,exact_match=1",
             "weight of rouge must be a finite number >= 0",
         ),
-        ("--llmeval-composite-weights=rouge=1e308,exact_match=1e308", "too large to add up"),
+        # Each finite, their sum not: the weighted mean would be NaN. Past 1e100 a weight is refused alone.
+        ("--llmeval-composite-weights=rouge=1e308,exact_match=1e308", "weights are relative, scale them"),
     ],
 )
 def test_values_only_the_end_reads_are_refused_at_the_start(
@@ -177,8 +178,9 @@ def test_values_only_the_end_reads_are_refused_at_the_start(
     result.stdout.no_fnmatch_line("*bench.jsonl::r0*")
 
 
+@XDIST
 def test_a_failing_end_of_run_keeps_the_rows_and_says_where(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: tuple[str, ...]
 ) -> None:
     """The last line of defence, with a fault injected where the document is built: the rows are written
     beside results.json, one line says where, and the exit code is pytest's internal error, not 1."""
@@ -190,8 +192,9 @@ def test_a_failing_end_of_run_keeps_the_rows_and_says_where(
     setup_run(pytester, 4, broken={1})
     pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate")
     before = (pytester.path / "results.json").read_text()
+    # The document is built on the controller, which pytester runs in this process (workers report to it).
     monkeypatch.setattr(recorder, "build_results", broken)
-    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate")
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate", *workers)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
     rescued_path = pytester.path / "results.rescued.json"
     result.stdout.fnmatch_lines(
@@ -236,8 +239,19 @@ def test_results_json_is_strict_json() -> None:
         (["--llmeval-html=results.json"], "--llmeval-html {p}/results.json is also --llmeval-results"),
         (["--llmeval-html=score.py"], "--llmeval-html {p}/score.py is the custom scorer"),
         (["--junitxml=preds.jsonl"], "--junitxml {p}/preds.jsonl is --llmeval-predictions"),
+        # Known only once collected; pytest writes its XML at the end of even a refused session.
+        (["--junitxml=score.py"], "--junitxml {p}/score.py is the custom scorer"),
     ],
-    ids=["results-file", "results-in-folder", "html", "predictions", "html-is-results", "script", "junit"],
+    ids=[
+        "results-file",
+        "results-in-folder",
+        "html",
+        "predictions",
+        "html-is-results",
+        "script",
+        "junit",
+        "junit-script",
+    ],
 )
 @XDIST
 def test_an_output_that_is_an_input_stops_the_run_before_any_test(
@@ -250,9 +264,11 @@ def test_an_output_that_is_an_input_stops_the_run_before_any_test(
     if "score.py" in args[0] and workers:
         # Under xdist the controller collects nothing: a custom scorer's script is known only from the rows,
         # at the end. The rows ran; the report goes to a temporary file, and the script is left alone.
+        option = args[0].split("=")[0]
+        what = "the HTML report" if option == "--llmeval-html" else "the JUnit XML"
         result.stdout.fnmatch_lines(
             [
-                f"ERROR: llmeval: cannot write the HTML report to {pytester.path}/score.py (--llmeval-html "
+                f"ERROR: llmeval: cannot write {what} to {pytester.path}/score.py ({option} "
                 f"{pytester.path}/score.py is the custom scorer {pytester.path}/score.py: the run would "
                 "replace what it reads; write it elsewhere): written to * instead"
             ]
@@ -320,13 +336,18 @@ def damage(document: dict[str, Any], how: str) -> str:
     return json.dumps(doc)
 
 
-@pytest.mark.parametrize("how", ["nan", "huge", "null", "rows", "deep"])
+@pytest.mark.parametrize(
+    ("how", "workers"),
+    [*((how, ()) for how in ("nan", "huge", "null", "rows", "deep")), ("nan", ("-n", "2"))],
+    ids=["nan", "huge", "null", "rows", "deep", "nan-xdist"],
+)
 def test_a_damaged_history_entry_is_passed_over_by_name(
-    pytester: pytest.Pytester, how: str, capsys: pytest.CaptureFixture[str]
+    pytester: pytest.Pytester, how: str, workers: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
     setup_run(pytester, 10, broken=set())
     args = ["--llmeval-predictions=preds.jsonl", "--llmeval-domain=bench*", "--llmeval-min-rows=10"]
-    assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    assert pytester.runpytest(*args).ret == pytest.ExitCode.OK  # the good entry (serially: only setup)
+    args += workers
     folder = pytester.path / ".llmeval" / "history"
     (good,) = folder.iterdir()
     poisoned = folder / "29991231T000000.000000Z_prediction.json"  # the newest entry
@@ -404,6 +425,47 @@ def test_predictions_of_deselected_rows_are_not_called_unmatched(
         f.write(json.dumps({"id": "stray", "prediction": "x", "base_prediction": "y"}) + "\n")
     pytester.runpytest("--llmeval-predictions=preds.jsonl", "-k", "r1 or r2", "-m", "not gate", *workers)
     assert read(pytester)["predictions"]["unmatched_ids"] == ["stray"]
+
+
+@XDIST
+def test_a_partial_run_never_replaces_a_complete_results_json_unless_asked(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    setup_run(pytester, 6, broken=set())
+    args = ["--llmeval-predictions=preds.jsonl", "--llmeval-no-history", "-m", "not gate", *workers]
+    pytester.runpytest(*args)
+    complete = (pytester.path / "results.json").read_text()
+    spot = (pytester.path / "spot_check.md").read_text()
+    assert json.loads(complete)["complete"] is True
+    result = pytester.runpytest(*args, "-k", "r1 or r2")
+    # The complete run stays; the partial one goes beside it, and the summary says so and how to replace.
+    assert (pytester.path / "results.json").read_text() == complete
+    assert (pytester.path / "spot_check.md").read_text() == spot
+    partial = json.loads((pytester.path / "results.partial.json").read_text())
+    assert partial["complete"] is False and len(partial["benchmarks"][0]["rows"]) == 2
+    assert (pytester.path / "spot_check.partial.md").is_file()
+    result.stdout.fnmatch_lines(
+        [
+            f"results written to {pytester.path / 'results.partial.json'}",
+            f"{pytester.path / 'results.json'} (the complete run of *) is kept: a partial run (2 of 6 rows "
+            "selected (-k*)) does not replace it unless --llmeval-overwrite is given",
+        ]
+    )
+    if workers:
+        return  # what follows is the controller's choice alone, the same under -n: serially only (time)
+    # A run of every row in which a row errored is the model as it is now: it replaces.
+    setup_run(pytester, 6, broken={3})
+    pytester.runpytest(*args)
+    now = json.loads((pytester.path / "results.json").read_text())
+    assert now["complete"] is False and now["incomplete_reason"] == "1 of 6 rows errored"
+    # Asked for: --llmeval-overwrite, or results written elsewhere.
+    pytester.runpytest(*args)
+    setup_run(pytester, 6, broken=set())
+    pytester.runpytest(*args)
+    pytester.runpytest(*args, "-k", "r1", "--llmeval-results=r1.json")
+    assert json.loads((pytester.path / "r1.json").read_text())["complete"] is False
+    pytester.runpytest(*args, "-k", "r1", "--llmeval-overwrite")
+    assert len(json.loads((pytester.path / "results.json").read_text())["benchmarks"][0]["rows"]) == 1
 
 
 def test_a_hygiene_gate_is_turned_off_by_its_own_option(pytester: pytest.Pytester) -> None:

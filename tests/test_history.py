@@ -39,6 +39,7 @@ def doc(
     rows = [
         {
             "id": f"r{i}",
+            "evaluation_type": "exact_match",
             "evaluated": evaluated,
             "models": {
                 evaluated: {"score": {"value": s}},
@@ -295,7 +296,8 @@ def test_a_selection_is_partial_and_the_next_full_run_compares_with_the_last_ful
     assert results(pytester)["complete"] is True
     quick = pytester.runpytest(*preds, "-k", "r03 or r09")
     quick.assert_outcomes(passed=1, failed=1, deselected=16)
-    partial = results(pytester)
+    # Beside the complete run's results.json, which it does not replace.
+    partial = results(pytester, "results.partial.json")
     assert partial["complete"] is False
     assert partial["incomplete_reason"] == "2 of 12 rows selected (-k 'r03 or r09')"
     third = pytester.runpytest(*preds, "-rs")
@@ -448,7 +450,11 @@ def test_no_history_falls_back_to_the_complete_results_json_it_replaces(pytester
     pytester.runpytest(*preds, "--llmeval-no-history")
     gate = results(pytester)["benchmarks"][0]["gates"]["no_regression"]
     assert gate["status"] == "pass" and gate["details"]["baseline"] == "results.json"
-    pytester.runpytest(*preds, "--llmeval-no-history", "-k", "r01")  # results.json is now partial
+    pytester.runpytest(*preds, "--llmeval-no-history", "-k", "r01")  # beside results.json: it stays
+    pytester.runpytest(*preds, "--llmeval-no-history")
+    gate = results(pytester)["benchmarks"][0]["gates"]["no_regression"]
+    assert gate["status"] == "pass" and gate["details"]["baseline"] == "results.json"
+    pytester.runpytest(*preds, "--llmeval-no-history", "-k", "r01", "--llmeval-overwrite")  # now partial
     pytester.runpytest(*preds, "--llmeval-no-history")
     gate = results(pytester)["benchmarks"][0]["gates"]["no_regression"]
     assert gate["status"] == "skip" and "1 partial run(s), which are never a baseline" in gate["message"]

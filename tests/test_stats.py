@@ -16,6 +16,7 @@ from statsmodels.stats.power import NormalIndPower, TTestPower
 
 from pytest_llmeval import formatting
 from pytest_llmeval.stats import (
+    TARGET_DIFFERENCE,
     PairedComparison,
     PowerAnalysis,
     cohens_d_pooled,
@@ -883,3 +884,15 @@ def test_boolean_and_small_integer_scores_are_taken_as_numbers() -> None:
     assert compare_paired(*as_bool, n_boot=FAST_BOOT) == floats
     as_uint8 = (side.astype(np.uint8) for side in as_bool)
     assert compare_paired(*as_uint8, n_boot=FAST_BOOT) == floats
+
+
+def test_rows_needed_for_a_vanishing_effect_is_the_normal_count_not_an_overflow() -> None:
+    """A spread of 1e90 (a damaged document's cross-entropy) asks for ~1e183 rows: the count, not a scan
+    of candidate n past int64. Either side of the switch the answer is within a few rows of the normal one."""
+    huge = power_analysis_continuous(10, 1e90, bounded=False)
+    assert huge.n_for_target is not None and 1e182 < huge.n_for_target < 1e184
+    z = sps.norm.isf(0.025) + sps.norm.ppf(0.8)
+    for rows in (9e6, 2e7):  # either side of the switch
+        sd = TARGET_DIFFERENCE * math.sqrt(rows) / z
+        needed = power_analysis_continuous(10, sd, bounded=False).n_for_target
+        assert needed is not None and abs(needed - rows) <= 3

@@ -115,6 +115,9 @@ evaluate() {
 	# `--opt=value` throughout: pytest takes a separate path-like value into account when it picks the
 	# rootdir. The rootdir is this folder so that the generation cache is where the cache step looks.
 	cmd+=("${benchmarks[@]}" "--rootdir=$PWD" "--llmeval-results=$results")
+	# The action gates and uploads this run's results.json, a partial run's (-k in pytest-args) too: it
+	# replaces whatever an earlier run left in the workspace rather than going beside it.
+	cmd+=("--llmeval-overwrite")
 	cmd+=("--llmeval-html=${LLMEVAL_HTML:-llmeval-report.html}" "--junitxml=${LLMEVAL_JUNIT:-llmeval-junit.xml}")
 	if [ -n "${LLMEVAL_HISTORY_KEEP:-}" ]; then
 		# A history kept in the Actions cache is saved whole after every run: bounded.
