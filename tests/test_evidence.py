@@ -167,11 +167,12 @@ def test_check_fails_a_document_with_no_scored_rows_whatever_its_gates_say(
         ("--llmeval-composite-weights=rouge=1e308,exact_match=1e308", "weights are relative, scale them"),
     ],
 )
+@XDIST
 def test_values_only_the_end_reads_are_refused_at_the_start(
-    pytester: pytest.Pytester, option: str, said: str
+    pytester: pytest.Pytester, option: str, said: str, workers: tuple[str, ...]
 ) -> None:
     setup_run(pytester, 3, broken=set())
-    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", option)
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", option, *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert said in result.stderr.str()
     assert not (pytester.path / "results.json").exists()
@@ -398,14 +399,15 @@ def test_two_models_predictions_never_share_a_baseline(pytester: pytest.Pytester
     assert gate_of(doc, "no_regression")["status"] == "fail"
 
 
+@XDIST
 def test_an_unknown_field_in_a_predictions_line_is_refused_with_a_suggestion(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, workers: tuple[str, ...]
 ) -> None:
     setup_run(pytester, 3, broken=set())
     lines = (pytester.path / "preds.jsonl").read_text().splitlines()
     lines[1] = lines[1].replace('"base_prediction"', '"base_predicton"')
     (pytester.path / "preds.jsonl").write_text("\n".join(lines) + "\n")
-    result = pytester.runpytest("--llmeval-predictions=preds.jsonl")
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*preds.jsonl:2: unknown field 'base_predicton' (did you mean 'base_prediction'?)*"]
@@ -494,14 +496,15 @@ def test_history_pruning_touches_only_the_entries_it_wrote(pytester: pytest.Pyte
     assert len([p for p in folder.iterdir() if p != notes]) == 1
 
 
+@XDIST
 def test_a_long_output_is_cut_in_the_failure_report_and_whole_in_results_json(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, workers: tuple[str, ...]
 ) -> None:
     pytester.makeini("[pytest]\n")
     pytester.makefile(".jsonl", bench=jsonl([row("r0", expected="hello")]))
     long = "x" * 1_000_000
     (pytester.path / "preds.jsonl").write_text(jsonl([{"id": "r0", "prediction": long}]))
-    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate")
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate", *workers)
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
     assert len(text) < 50_000, len(text)
@@ -534,14 +537,17 @@ def test_path_clashes_by_resolved_path_hard_link_folder_top_and_other_output(tmp
     ]
 
 
-def test_a_pattern_that_backtracks_without_end_is_a_row_error_not_a_hang(pytester: pytest.Pytester) -> None:
+@XDIST
+def test_a_pattern_that_backtracks_without_end_is_a_row_error_not_a_hang(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
     pytester.makeini("[pytest]\n")
     config = {"extract_pattern": "^(a|aa)+$"}
     rows = [row("slow", expected="a", evaluation_config=config), row("fine", expected="hello")]
     pytester.makefile(".jsonl", bench=jsonl(rows))
     preds = [{"id": "slow", "prediction": "a" * 60 + "!"}, {"id": "fine", "prediction": "hello"}]
     (pytester.path / "preds.jsonl").write_text(jsonl(preds))
-    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate")
+    result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "-m", "not gate", *workers)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
