@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmeval.records import partner, score
+from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
+from pytest_llmeval.records import ADAPTER, BASE, partner, score, score_value
 
 GATES_FAMILY = "gates"
 REPORTED_FAMILY = "reported"
@@ -68,6 +69,45 @@ def plan(
     return planned
 
 
+def paired_scores(
+    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
+) -> tuple[list[float], list[float]]:
+    """Scores of two columns (the adapter and the base) on the rows that have both (rows whose scorer
+    failed are left out)."""
+    adapter: list[float] = []
+    base: list[float] = []
+    for record in records:
+        a, b = score_value(record, column), score_value(record, against)
+        if a is not None and b is not None:
+            adapter.append(a)
+            base.append(b)
+    return adapter, base
+
+
+def comparison_values(
+    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
+) -> tuple[list[float], list[float], bool, str]:
+    """(adapter values, base values, bounded, measure) that gates and statistics compare, row by row
+    (`column` against `against`: another pair of columns of the same rows).
+
+    Scores in [0, 1] as a rule. A benchmark of perplexity rows compares per-text negative cross-entropy
+    (nats per token; higher is better) instead of pass/fail against the bound, which would throw away how
+    much each text moved: a drop of 0.05 in it is a 5% rise in perplexity (e^0.05 = 1.051).
+    """
+    scored = [r for r in records if score(r, against) is not None]
+    if scored and all(r["evaluation_type"] == "perplexity" for r in scored):
+        adapter: list[float] = []
+        base: list[float] = []
+        for r in scored:
+            a, b = score(r, column), score(r, against)
+            if a is not None and b is not None:
+                adapter.append(-float(a["cross_entropy"]))
+                base.append(-float(b["cross_entropy"]))
+        return adapter, base, False, CROSS_ENTROPY_MEASURE
+    adapter, base = paired_scores(records, column, against)
+    return adapter, base, True, SCORE_MEASURE
+
+
 def compare(
     records_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
     planned: Sequence[Planned],
@@ -78,7 +118,6 @@ def compare(
     """Each planned comparison as results.json's `comparisons` entry, with its p-value adjusted within its
     family (`p_value_adjusted`; equal to `p_value` with adjust "none"). A comparison without paired rows
     has no statistics and takes no place in its family."""
-    from pytest_llmeval.results import comparison_values
     from pytest_llmeval.stats import compare_paired, holm
 
     entries: list[dict[str, Any]] = []

@@ -39,6 +39,7 @@ from pytest_llmeval.cache import (
     identify,
     model_files,
 )
+from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.generation import DecodingConfig
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata, resolve_base
@@ -55,7 +56,7 @@ from pytest_llmeval.records import (
     row_record,
     variant_of,
 )
-from pytest_llmeval.results import comparison_blocks, comparison_values, previous_comparison, training_entry
+from pytest_llmeval.results import comparison_blocks, previous_comparison, training_entry
 from pytest_llmeval.roster import Member, Roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.scorers import SCORERS, Score

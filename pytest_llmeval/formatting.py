@@ -9,6 +9,7 @@ number never reads two ways in two places.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from types import MappingProxyType
@@ -17,7 +18,7 @@ from typing import Any
 # What a missing value reads as: an en dash, which no number starts with.
 MISSING = "–"
 
-# The comparison measures results.json names (results.comparison_values says which a benchmark uses).
+# The comparison measures results.json names (comparisons.comparison_values says which a benchmark uses).
 # Scores are shares of 1, shown in percent; cross-entropy is in nats per token.
 SCORE_MEASURE = "score"
 CROSS_ENTROPY_MEASURE = "negative cross-entropy (nats per token) of each text"
@@ -235,3 +236,29 @@ def training_summary(entry: Mapping[str, Any]) -> str:
         spiked,
     ]
     return f"{', '.join(parts)} ({entry.get('n_steps')} steps)"
+
+
+# --- Markdown (the spot check, the step summary, the PEFT against SFT report) ---------------------------
+
+# Characters Markdown (CommonMark + GFM tables) may read as syntax inside a line of text.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<|~&#!])")
+
+
+def md_escape(text: str) -> str:
+    """Text safe inside a Markdown paragraph or table cell: syntax characters escaped, newlines as <br>."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", text)
+    return "<br>".join(escaped.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+
+
+def md_block(text: str, language: str = "") -> str:
+    """A fenced code block holding `text` verbatim: the fence is longer than any backtick run inside."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def md_code(text: str) -> str:
+    """A code span for names (paths, ids): verbatim when it can be, else escaped text."""
+    if "`" in text or "\n" in text or "|" in text or not text.strip():
+        return md_escape(text)
+    return f"`{text}`"

@@ -14,7 +14,7 @@ brings:
 
 How the two are put side by side follows the history's `--diff`: benchmarks by file name, compared only
 at the same content hash (runs on other content are never compared), rows by id, each row's value in the
-measure the gates compare (`results.comparison_values`: per-text negative cross-entropy for perplexity
+measure the gates compare (`comparisons.comparison_values`: per-text negative cross-entropy for perplexity
 rows, the score otherwise), and `stats.compare_paired` for the test. The history's own comparison
 (`results.previous_comparison`) cannot be called as it is: it reads only each run's evaluated column, and
 a perplexity row's pass/fail against its threshold rather than its cross-entropy.
@@ -31,10 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pytest_llmeval import training
+from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.formatting import (
     MISSING,
     SCORE_MEASURE,
     level,
+    md_code,
+    md_escape,
     measure_difference,
     measure_interval,
     name_of_test,
@@ -43,11 +46,9 @@ from pytest_llmeval.formatting import (
 )
 from pytest_llmeval.perplexity import SCRIPTS, script_of
 from pytest_llmeval.records import ADAPTER, BASE, has_model, score, score_value, variant_of
-from pytest_llmeval.report import md_code, md_escape
 from pytest_llmeval.results import (
     ResultsFileError,
     char_accuracy_summary,
-    comparison_values,
     kinds_of,
     perplexity_summary,
 )

@@ -27,6 +27,9 @@ from pytest_llmeval.formatting import (
     composite_value,
     level,
     matrix_lines,
+    md_block,
+    md_code,
+    md_escape,
     measure_difference,
     measure_interval,
     measure_unit,
@@ -364,29 +367,6 @@ def _prompt(record: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------------------
 # Markdown
-
-# Characters Markdown (CommonMark + GFM tables) may read as syntax inside a line of text.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<|~&#!])")
-
-
-def md_escape(text: str) -> str:
-    """Text safe inside a Markdown paragraph or table cell: syntax characters escaped, newlines as <br>."""
-    escaped = _MD_SPECIAL.sub(r"\\\1", text)
-    return "<br>".join(escaped.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
-
-
-def md_block(text: str, language: str = "") -> str:
-    """A fenced code block holding `text` verbatim: the fence is longer than any backtick run inside."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{language}\n{text}\n{fence}"
-
-
-def md_code(text: str) -> str:
-    """A code span for names (paths, ids): verbatim when it can be, else escaped text."""
-    if "`" in text or "\n" in text or "|" in text or not text.strip():
-        return md_escape(text)
-    return f"`{text}`"
 
 
 def _md_value(text: str | None, *, empty: str = "*(empty)*") -> str:
@@ -759,7 +739,7 @@ def _differences(bench: Mapping[str, Any]) -> tuple[list[float], str, float]:
     rows = [_Row(str(bench["benchmark_file"]), r) for r in bench.get("rows", [])]
     measure = (bench.get("statistics") or {}).get("measure", SCORE_MEASURE)
     if measure != SCORE_MEASURE:
-        # Perplexity benchmarks are compared on cross-entropy (results.comparison_values): so is the chart.
+        # Perplexity benchmarks are compared on cross-entropy (comparison_values): so is the chart.
         values = [-r.measure_delta for r in rows if r.score(ADAPTER) and r.score(BASE)]
         half = max((abs(v) for v in values), default=0.0)
         half = _nice(half) if half > 0 else 1.0

@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeAlias, cast
 
+from pytest_llmeval import comparisons
 from pytest_llmeval.benchmark import DIFFICULTIES
-from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
+from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.inputs import write_bytes_atomic
 from pytest_llmeval.records import (
     ADAPTER,
@@ -53,45 +54,6 @@ MAX_CURVE_POINTS = 500
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def paired_scores(
-    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
-) -> tuple[list[float], list[float]]:
-    """Scores of two columns (the adapter and the base) on the rows that have both (rows whose scorer
-    failed are left out)."""
-    adapter: list[float] = []
-    base: list[float] = []
-    for record in records:
-        a, b = score_value(record, column), score_value(record, against)
-        if a is not None and b is not None:
-            adapter.append(a)
-            base.append(b)
-    return adapter, base
-
-
-def comparison_values(
-    records: Sequence[Mapping[str, Any]], column: str = ADAPTER, against: str = BASE
-) -> tuple[list[float], list[float], bool, str]:
-    """(adapter values, base values, bounded, measure) that gates and statistics compare, row by row
-    (`column` against `against`: another pair of columns of the same rows).
-
-    Scores in [0, 1] as a rule. A benchmark of perplexity rows compares per-text negative cross-entropy
-    (nats per token; higher is better) instead of pass/fail against the bound, which would throw away how
-    much each text moved: a drop of 0.05 in it is a 5% rise in perplexity (e^0.05 = 1.051).
-    """
-    scored = [r for r in records if score(r, against) is not None]
-    if scored and all(r["evaluation_type"] == "perplexity" for r in scored):
-        adapter: list[float] = []
-        base: list[float] = []
-        for r in scored:
-            a, b = score(r, column), score(r, against)
-            if a is not None and b is not None:
-                adapter.append(-float(a["cross_entropy"]))
-                base.append(-float(b["cross_entropy"]))
-        return adapter, base, False, CROSS_ENTROPY_MEASURE
-    adapter, base = paired_scores(records, column, against)
-    return adapter, base, True, SCORE_MEASURE
 
 
 def comparison_blocks(cmp: Any, measure: str) -> dict[str, Any]:
@@ -591,8 +553,6 @@ def build_results(
         document["several_models"] = True
         if adapters:
             document["top_level"]["reason"] += f"; the top level is adapter {adapters[0]}'s document"
-    from pytest_llmeval import comparisons
-
     planned = comparisons.plan(by_benchmark, kinds)
     document["models"] = list(meta.get("models") or [])
     document["adjustment"] = {

@@ -12,6 +12,7 @@ import pytest
 from helpers import jsonl, model_args, row
 
 from pytest_llmeval import ci
+from pytest_llmeval.ci.__main__ import main as ci_main
 from pytest_llmeval.models import gpu_for_worker
 from pytest_llmeval.records import ADAPTER, BASE
 
@@ -135,15 +136,15 @@ def test_gate_check_exits_1_on_a_failed_gate(tmp_path: Path, capsys: pytest.Capt
     doc = {"complete": True, "benchmarks": [{"benchmark_file": "b.jsonl", "gates": gates, "rows": rows}]}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
-    assert ci.main(["check", str(path)]) == 1
+    assert ci_main(["check", str(path)]) == 1
     assert "FAILED b.jsonl: better_than_base: p=0.4" in capsys.readouterr().out
     gates["better_than_base"]["status"] = "warn"
     path.write_text(json.dumps(doc))
-    assert ci.main(["check", str(path)]) == 0
+    assert ci_main(["check", str(path)]) == 0
     path.write_text(json.dumps({**doc, "complete": False, "incomplete_reason": "interrupted"}))
-    assert ci.main(["check", str(path)]) == 1
-    assert ci.main(["check", str(tmp_path / "missing.json")]) == 2
-    assert ci.main([]) == 2
+    assert ci_main(["check", str(path)]) == 1
+    assert ci_main(["check", str(tmp_path / "missing.json")]) == 2
+    assert ci_main([]) == 2
 
 
 def test_progress_lines_in_long_runs(

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, jsonl, row
 
-from pytest_llmeval import ci
 from pytest_llmeval.__main__ import main
+from pytest_llmeval.ci.__main__ import main as ci_main
 
 SUBCOMMANDS = ("check", "report", "history", "compare", "convert")
 # The statuses each subcommand's --help lists: 1 only where there is a verdict to fail.
@@ -190,7 +190,7 @@ def test_check_and_the_old_alias_are_one_command(
     for path, status in ((passed, 0), (failed, 1), (pytester.path / "missing.json", 2)):
         assert main(["check", str(path)]) == status
         new = capsys.readouterr()
-        assert ci.main(["check", str(path)]) == status
+        assert ci_main(["check", str(path)]) == status
         old = capsys.readouterr()
         assert (new.out, new.err) == (old.out, old.err)
         seen.append(new.out + new.err)
@@ -198,8 +198,8 @@ def test_check_and_the_old_alias_are_one_command(
     assert "FAILED bench.jsonl: size: benchmark has 14 rows\nllmeval: 1 failure(s), " in seen[1]
     assert seen[2] == f"llmeval: cannot read {pytester.path / 'missing.json'}: No such file or directory\n"
     # The alias takes check only; its own usage mistakes are statuses too, never a raised SystemExit.
-    assert ci.main(["report", str(passed)]) == 2
-    assert ci.main(["check"]) == 2
+    assert ci_main(["report", str(passed)]) == 2
+    assert ci_main(["check"]) == 2
     assert "usage: python -m pytest_llmeval.ci check [-h] RESULTS_JSON" in capsys.readouterr().err
 
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_llmeval.benchmark import Case
+from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -21,7 +22,6 @@ from pytest_llmeval.records import (
 )
 from pytest_llmeval.results import (
     DEFAULT_COMPOSITE_WEIGHTS,
-    comparison_values,
     composite_score,
     composite_summary,
     fluency_summary,

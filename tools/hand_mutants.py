@@ -74,7 +74,7 @@ MUTANTS = (
     ),
     Mutant(
         name="sides-swapped",
-        file="pytest_llmeval/results.py",
+        file="pytest_llmeval/comparisons.py",
         old="    adapter, base = paired_scores(records, column, against)\n    return adapter, base, True,",
         new="    adapter, base = paired_scores(records, column, against)\n    return base, adapter, True,",
         tests=("tests/test_gate_statistics.py",),

@@ -2,7 +2,8 @@
 
 Pure: no pytest, no torch. plugin.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
 annotations when $GITHUB_ACTIONS is set. The gate check (`pytest-llmeval check`, failed_gates) is a
-subcommand of __main__.py; `python -m pytest_llmeval.ci check` stays as its alias.
+subcommand of the command line (pytest_llmeval/__main__.py); `python -m pytest_llmeval.ci check` stays as
+its alias, in ci/__main__.py (apart: the command line imports this module, never the other way round).
 """
 
 from __future__ import annotations
@@ -189,27 +190,3 @@ def unscored(document: Mapping[str, Any]) -> list[str]:
     if not any_score:
         out.append("no row of the document has a score: there is nothing to pass")
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_llmeval.ci check RESULTS_JSON`: the alias of `pytest-llmeval check`, same code.
-
-    Kept for the workflows written before the one command line; every status is returned, usage errors too.
-    """
-    import sys
-
-    from pytest_llmeval.__main__ import main as cli
-
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] != "check":
-        usage = "usage: python -m pytest_llmeval.ci check RESULTS_JSON (the same as: pytest-llmeval check)"
-        print(usage, file=sys.stderr)
-        return 2
-    try:
-        return cli(args, prog="python -m pytest_llmeval.ci")
-    except SystemExit as exc:  # argparse's --help (0) and usage errors (2)
-        return exc.code if isinstance(exc.code, int) else 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
