@@ -179,7 +179,9 @@ PROGRESS_SECONDS = 15.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("llmeval", "language-model evaluation (pytest-llmeval)")
+    group = parser.getgroup(
+        "llmeval-models", "llmeval: models (the base, adapters, full models, saved predictions)"
+    )
     group.addoption(
         "--adapter",
         type=_path,
@@ -189,6 +191,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="peft adapter folder or Hugging Face Hub id to evaluate against its base model (without it: "
         "the base model alone). Repeatable: several adapters on one base, one column each, the base "
         "generated once. Under --llmeval-endpoint: a served model id (vLLM's --lora-modules name)",
+    )
+    group.addoption(
+        "--base-model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="base model folder or Hugging Face Hub id, downloaded on first use unless HF_HUB_OFFLINE=1 or "
+        "--llmeval-offline (default: the adapter's base, else the embedded SmolLM2-135M-Instruct; "
+        "'embedded' selects it explicitly). Under --llmeval-endpoint: the served model id",
     )
     group.addoption(
         "--llmeval-model",
@@ -206,15 +216,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "never gated nor tested",
     )
     group.addoption(
-        "--llmeval-peft-vs-sft",
-        default=None,
-        metavar="NAME",
-        help="PEFT against full fine-tuning in this run: the (first) adapter against the --llmeval-model "
-        "NAME, by the Japanese adaptation document's success criteria (python -m pytest_llmeval compare's): "
-        "a table in the summary, peft_vs_sft.md beside results.json, a section of the HTML report, and "
-        "the run fails when a primary criterion does",
-    )
-    group.addoption(
         "--llmeval-gate-model",
         action="append",
         default=[],
@@ -223,19 +224,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--llmeval-domain NAME=GLOB files, no_degradation elsewhere). Repeatable",
     )
     group.addoption(
-        "--llmeval-adjust",
-        choices=("holm", "none"),
-        default="holm",
-        help="adjust the p-values of a run's family of comparisons (default holm: Holm's step-down); "
-        "none: each comparison at alpha on its own",
-    )
-    group.addoption(
-        "--base-model",
+        "--llmeval-predictions",
+        type=_path,
         default=None,
-        metavar="NAME_OR_PATH",
-        help="base model folder or Hugging Face Hub id, downloaded on first use unless HF_HUB_OFFLINE=1 or "
-        "--llmeval-offline (default: the adapter's base, else the embedded SmolLM2-135M-Instruct; "
-        "'embedded' selects it explicitly). Under --llmeval-endpoint: the served model id",
+        metavar="PATH",
+        help="score saved outputs instead of generating: JSONL of {id, prediction, base_prediction?, "
+        "benchmark?}; with base_prediction, prediction plays the adapter",
     )
     group.addoption(
         "--llmeval-offline",
@@ -244,6 +238,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="download nothing from the Hugging Face Hub (as HF_HUB_OFFLINE=1): models must be local folders "
         "or in the Hugging Face cache",
     )
+    group.addoption(
+        "--llmeval-device",
+        type=_device,
+        default="auto",
+        metavar="DEVICE",
+        help=f"{DEVICES_HELP} (default auto: CUDA when present)",
+    )
+    group.addoption(
+        "--llmeval-dtype",
+        choices=DTYPES,
+        default="auto",
+        help="weights dtype (default auto: bfloat16 on CUDA, float32 on CPU)",
+    )
+    group.addoption(
+        "--llmeval-quantization",
+        default=None,
+        metavar="TEXT",
+        help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
+        "server does not say it",
+    )
+    group = parser.getgroup("llmeval-endpoint", "llmeval: models behind an OpenAI-compatible server")
     group.addoption(
         "--llmeval-endpoint",
         action="append",
@@ -290,13 +305,83 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="a chunk of endpoint requests as a whole: rows not answered by then are errors (default 3600)",
     )
+    group = parser.getgroup("llmeval-generation", "llmeval: generation")
     group.addoption(
-        "--llmeval-quantization",
+        "--llmeval-batch-size",
+        type=_positive_int,
+        default=32,
+        metavar="N",
+        help="rows generated per batch; also the unit xdist distributes (default 32)",
+    )
+    group.addoption(
+        "--llmeval-token-budget",
+        type=_positive_int,
+        default=32768,
+        metavar="N",
+        help="padded tokens per generation batch, rows x (longest prompt + max_new_tokens) (default 32768): "
+        "a long row is batched alone instead of inflating a batch of short ones",
+    )
+    group.addoption(
+        "--llmeval-max-new-tokens",
+        type=_positive_int,
+        default=512,
+        metavar="N",
+        help="generation limit for rows without evaluation_config.max_new_tokens (default 512)",
+    )
+    group.addoption(
+        "--llmeval-context-overflow",
+        choices=OVERFLOW_POLICIES,
+        default="error",
+        help="a row whose prompt plus max_new_tokens is longer than the model's context: error (default: "
+        "that row is an error, with its token counts), or truncate-left / truncate-middle (drop the start or "
+        "the middle of its input, keep the instruction; the row's record says so)",
+    )
+    group.addoption(
+        "--llmeval-reasoning-tags",
+        type=_explained(_reasoning_tags),
+        default=("<think>", "</think>"),
+        metavar="OPEN,CLOSE",
+        help="an output that opens with a reasoning block between these tags is scored on what follows it; "
+        "results.json keeps the raw output (default: <think>,</think>)",
+    )
+    group.addoption(
+        "--llmeval-keep-reasoning",
+        action="store_true",
+        default=False,
+        help="score outputs whole, a leading reasoning block included",
+    )
+    group = parser.getgroup("llmeval-prompts", "llmeval: prompts")
+    group.addoption(
+        "--llmeval-system-prompt",
         default=None,
         metavar="TEXT",
-        help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
-        "server does not say it",
+        help="a system prompt for every row whose row, benchmark (NAME.llmeval.toml) or adapter "
+        "(metadata.json prompt) sets none",
     )
+    group.addoption(
+        "--llmeval-prompt-template",
+        type=_path,
+        default=None,
+        metavar="FILE",
+        help="a Jinja template of the whole prompt (variables: system, instruction, input, examples, "
+        "eos_token), for every row whose row, benchmark or adapter sets none",
+    )
+    group.addoption(
+        "--llmeval-fewshot",
+        type=_non_negative_int,
+        default=None,
+        metavar="K",
+        help="K solved examples before each row, drawn by the row's id from NAME.fewshot.jsonl beside the "
+        "benchmark, else from its other rows (default: the benchmark's `fewshot`, else 0)",
+    )
+    group.addoption(
+        "--llmeval-prompt-per-model",
+        action="store_true",
+        default=False,
+        help="prompt each model as it declares (an adapter's metadata.json prompt) instead of giving every "
+        "model of a comparison the same rendered prompt",
+    )
+    group = parser.getgroup("llmeval-selection", "llmeval: which rows run")
     group.addoption(
         "--llmeval-sample",
         type=_explained(_sample_size),
@@ -313,75 +398,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seed of --llmeval-sample's subset (default 0)",
     )
     group.addoption(
-        "--llmeval-reasoning-tags",
-        type=_explained(_reasoning_tags),
-        default=("<think>", "</think>"),
-        metavar="OPEN,CLOSE",
-        help="an output that opens with a reasoning block between these tags is scored on what follows it; "
-        "results.json keeps the raw output (default: <think>,</think>)",
-    )
-    group.addoption(
         "--llmeval-sequential",
         action="store_true",
         default=False,
         help="run each benchmark's rows in a seeded order (--llmeval-seed) and stop it once its comparison "
         "gates are decided by an anytime-valid test at --llmeval-alpha; undecided benchmarks run to the end",
     )
-    group.addoption(
-        "--llmeval-max-tokens",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="stop sending rows to models once N tokens (prompt + generated, every model) are spent; the "
-        "rows already run are kept and the run is marked incomplete (split among xdist workers)",
-    )
-    group.addoption(
-        "--llmeval-max-cost",
-        type=_positive_float,
-        default=None,
-        metavar="USD",
-        help="the same cap in US dollars, for served models priced in pyproject.toml's [tool.llmeval.prices]",
-    )
-    group.addoption(
-        "--llmeval-keep-reasoning",
-        action="store_true",
-        default=False,
-        help="score outputs whole, a leading reasoning block included",
-    )
-    group.addoption(
-        "--llmeval-device",
-        type=_device,
-        default="auto",
-        metavar="DEVICE",
-        help=f"{DEVICES_HELP} (default auto: CUDA when present)",
-    )
-    group.addoption(
-        "--llmeval-dtype",
-        choices=DTYPES,
-        default="auto",
-        help="weights dtype (default auto: bfloat16 on CUDA, float32 on CPU)",
-    )
-    group.addoption(
-        "--llmeval-batch-size",
-        type=_positive_int,
-        default=32,
-        metavar="N",
-        help="rows generated per batch; also the unit xdist distributes (default 32)",
-    )
-    group.addoption(
-        "--llmeval-max-new-tokens",
-        type=_positive_int,
-        default=512,
-        metavar="N",
-        help="generation limit for rows without evaluation_config.max_new_tokens (default 512)",
-    )
-    group.addoption(
-        "--llmeval-results",
-        type=_path,
-        default=Path("results.json"),
-        metavar="PATH",
-        help="where to write results.json at session end (default ./results.json)",
-    )
+    group = parser.getgroup("llmeval-gates", "llmeval: gates and statistics")
     group.addoption(
         "--llmeval-gate",
         choices=("significant", "point"),
@@ -394,6 +417,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=0.05,
         metavar="P",
         help="significance level of every gate's test, strictly between 0 and 1 (default 0.05)",
+    )
+    group.addoption(
+        "--llmeval-adjust",
+        choices=("holm", "none"),
+        default="holm",
+        help="adjust the p-values of a run's family of comparisons (default holm: Holm's step-down); "
+        "none: each comparison at alpha on its own",
     )
     group.addoption(
         "--llmeval-warn-drop",
@@ -449,6 +479,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the adapter's training JSONL for the held_out gate (default: the adapter folder's train.jsonl)",
     )
     group.addoption(
+        "--llmeval-previous",
+        type=_path,
+        default=None,
+        metavar="PATH",
+        help="results.json to compare with in no_regression (default: the newest complete run of the same "
+        "adapter on the same benchmark content in the history)",
+    )
+    group = parser.getgroup("llmeval-training", "llmeval: training evidence and PEFT against SFT")
+    group.addoption(
         "--llmeval-training-log",
         action="append",
         default=[],
@@ -475,43 +514,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "is a spike against the N before it (default 50, as the adaptation document)",
     )
     group.addoption(
-        "--llmeval-previous",
-        type=_path,
+        "--llmeval-peft-vs-sft",
         default=None,
-        metavar="PATH",
-        help="results.json to compare with in no_regression (default: the newest complete run of the same "
-        "adapter on the same benchmark content in the history)",
+        metavar="NAME",
+        help="PEFT against full fine-tuning in this run: the (first) adapter against the --llmeval-model "
+        "NAME, by the Japanese adaptation document's success criteria (python -m pytest_llmeval compare's): "
+        "a table in the summary, peft_vs_sft.md beside results.json, a section of the HTML report, and "
+        "the run fails when a primary criterion does",
     )
-    group.addoption(
-        "--llmeval-history-keep",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="keep the N newest runs in the history (.llmeval/history/ beside results.json), and any run "
-        "that is still a baseline (default: keep every run)",
-    )
-    group.addoption(
-        "--llmeval-no-history",
-        action="store_true",
-        default=False,
-        help="write no history entry and read none: no_regression then compares with the results.json "
-        "this run replaces (when it is a complete run of the same adapter)",
-    )
-    group.addoption(
-        "--llmeval-overwrite",
-        action="store_true",
-        default=False,
-        help="let a partial run (a -k or -m selection, a sample, a stop) replace a complete results.json; "
-        "without it, a partial run's results go beside it (results.partial.json)",
-    )
-    group.addoption(
-        "--llmeval-predictions",
-        type=_path,
-        default=None,
-        metavar="PATH",
-        help="score saved outputs instead of generating: JSONL of {id, prediction, base_prediction?, "
-        "benchmark?}; with base_prediction, prediction plays the adapter",
-    )
+    group = parser.getgroup("llmeval-measures", "llmeval: measures and scorers' resources")
     group.addoption(
         "--llmeval-fluency",
         action="store_true",
@@ -524,13 +535,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="NAME_OR_PATH",
         help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
-    )
-    group.addoption(
-        "--llmeval-html",
-        type=_path,
-        default=None,
-        metavar="PATH",
-        help="also write a self-contained HTML report (charts, gates, every row with both outputs) to PATH",
     )
     group.addoption(
         "--llmeval-composite-weights",
@@ -562,6 +566,59 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="code_execution runs at once, each with its own uid and limits (default: the cores this "
         "process may use, split between -n workers; at most 16); verdicts do not depend on it",
     )
+    group = parser.getgroup("llmeval-budget", "llmeval: budget")
+    group.addoption(
+        "--llmeval-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="stop sending rows to models once N tokens (prompt + generated, every model) are spent; the "
+        "rows already run are kept and the run is marked incomplete (split among xdist workers)",
+    )
+    group.addoption(
+        "--llmeval-max-cost",
+        type=_positive_float,
+        default=None,
+        metavar="USD",
+        help="the same cap in US dollars, for served models priced in pyproject.toml's [tool.llmeval.prices]",
+    )
+    group = parser.getgroup("llmeval-outputs", "llmeval: outputs, history and cache")
+    group.addoption(
+        "--llmeval-results",
+        type=_path,
+        default=Path("results.json"),
+        metavar="PATH",
+        help="where to write results.json at session end (default ./results.json)",
+    )
+    group.addoption(
+        "--llmeval-html",
+        type=_path,
+        default=None,
+        metavar="PATH",
+        help="also write a self-contained HTML report (charts, gates, every row with both outputs) to PATH",
+    )
+    group.addoption(
+        "--llmeval-history-keep",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="keep the N newest runs in the history (.llmeval/history/ beside results.json), and any run "
+        "that is still a baseline (default: keep every run)",
+    )
+    group.addoption(
+        "--llmeval-no-history",
+        action="store_true",
+        default=False,
+        help="write no history entry and read none: no_regression then compares with the results.json "
+        "this run replaces (when it is a complete run of the same adapter)",
+    )
+    group.addoption(
+        "--llmeval-overwrite",
+        action="store_true",
+        default=False,
+        help="let a partial run (a -k or -m selection, a sample, a stop) replace a complete results.json; "
+        "without it, a partial run's results go beside it (results.partial.json)",
+    )
     group.addoption(
         "--llmeval-cache-dir",
         type=_path,
@@ -569,52 +626,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="where generated outputs are kept, keyed by the contents of the model, adapter and tokenizer, "
         "the prompt and the decoding settings (default: pytest's cache, .pytest_cache/d/llmeval)",
-    )
-    group.addoption(
-        "--llmeval-context-overflow",
-        choices=OVERFLOW_POLICIES,
-        default="error",
-        help="a row whose prompt plus max_new_tokens is longer than the model's context: error (default: "
-        "that row is an error, with its token counts), or truncate-left / truncate-middle (drop the start or "
-        "the middle of its input, keep the instruction; the row's record says so)",
-    )
-    group.addoption(
-        "--llmeval-system-prompt",
-        default=None,
-        metavar="TEXT",
-        help="a system prompt for every row whose row, benchmark (NAME.llmeval.toml) or adapter "
-        "(metadata.json prompt) sets none",
-    )
-    group.addoption(
-        "--llmeval-prompt-template",
-        type=_path,
-        default=None,
-        metavar="FILE",
-        help="a Jinja template of the whole prompt (variables: system, instruction, input, examples, "
-        "eos_token), for every row whose row, benchmark or adapter sets none",
-    )
-    group.addoption(
-        "--llmeval-fewshot",
-        type=_non_negative_int,
-        default=None,
-        metavar="K",
-        help="K solved examples before each row, drawn by the row's id from NAME.fewshot.jsonl beside the "
-        "benchmark, else from its other rows (default: the benchmark's `fewshot`, else 0)",
-    )
-    group.addoption(
-        "--llmeval-prompt-per-model",
-        action="store_true",
-        default=False,
-        help="prompt each model as it declares (an adapter's metadata.json prompt) instead of giving every "
-        "model of a comparison the same rendered prompt",
-    )
-    group.addoption(
-        "--llmeval-token-budget",
-        type=_positive_int,
-        default=32768,
-        metavar="N",
-        help="padded tokens per generation batch, rows x (longest prompt + max_new_tokens) (default 32768): "
-        "a long row is batched alone instead of inflating a batch of short ones",
     )
     group.addoption(
         "--llmeval-no-cache",

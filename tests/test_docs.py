@@ -28,6 +28,16 @@ def test_option_reference_is_the_generated_text() -> None:
     )
 
 
+def test_options_are_grouped_by_concern_in_help() -> None:
+    """`pytest --help` shows the plugin's options in groups by concern (issue 37), never one flat list."""
+    parser = gen_options_doc.build_parser()
+    groups = [(g.name, [o.names()[0] for o in g.options]) for g in parser._groups if g.options]
+    concerns = ["models", "endpoint", "generation", "prompts", "selection", "gates", "training", "measures"]
+    assert [name for name, _ in groups] == [f"llmeval-{c}" for c in [*concerns, "budget", "outputs"]]
+    assert all(len(options) <= 12 for _, options in groups), groups
+    assert dict(groups)["llmeval-endpoint"][0] == "--llmeval-endpoint"
+
+
 def test_check_mode_fails_on_a_stale_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -140,8 +140,10 @@ def render() -> str:
         if not group.options:
             continue
         title = group._arggroup.title if getattr(group, "_arggroup", None) else group.name
+        # `pytest --help` shows each group as "llmeval: <concern>"; here the page is llmeval's alone.
+        title = (title or group.name).removeprefix("llmeval: ")
         lines += [
-            f"## Command-line options: {escape(title or group.name)}",
+            f"## Command-line options: {escape(title)}",
             "",
             "| option | default | what it does |",
             "| --- | --- | --- |",
