@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval import gates
+from pytest_llmeval.backends import Source, unavailable
 from pytest_llmeval.benchmark import Benchmark, Case, Prediction, load_predictions
 from pytest_llmeval.cache import (
     CacheStats,
@@ -813,20 +814,13 @@ class Evaluator:
         decided = self._sequential_skip(nodeid)
         if decided is not None:  # its benchmark's gates need no more rows
             raise RowSkipped(decided)
+        cannot = unavailable(self.source, spec.measure, self.rows[nodeid].case.evaluation_type)
+        if cannot is not None:
+            raise RowSkipped(cannot)
         if self.options.predictions is not None:
-            if spec.score is None:
-                why = "are graded by a judge model" if spec.measure == "judge" else "measure the model itself"
-                kind = self.rows[nodeid].case.evaluation_type
-                raise RowSkipped(f"{kind} rows {why}, and --llmeval-predictions loads none")
             return self._saved_output(nodeid)
         if nodeid in self.row_errors:
             raise RowError(self.row_errors[nodeid])
-        if self.served and spec.measure in ("perplexity", "choices"):
-            kind = self.rows[nodeid].case.evaluation_type
-            raise RowSkipped(
-                f"{kind} rows need the model's log-likelihood of given text, which an OpenAI-compatible "
-                "endpoint does not return (--llmeval-endpoint): run them on the model's folder"
-            )
         if nodeid not in self.outputs:
             stop = self.budget().exhausted()
             if stop is not None:  # nothing more is sent to a model; the rows already scored are kept
@@ -1177,6 +1171,13 @@ class Evaluator:
             return None
         identity = self._column_identities[column]
         return cache, identity, "base" if identity.adapter is None else "adapter"
+
+    @property
+    def source(self) -> Source:
+        """Where the columns' outputs come from (backends.Source)."""
+        if self.options.predictions is not None:
+            return "saved"
+        return "served" if self.served else "local"
 
     @property
     def served(self) -> bool:
