@@ -594,15 +594,23 @@ class Evaluator:
         for r in rows:
             self._chunks.setdefault(keys[r.nodeid], []).append(r.nodeid)
         self._chunk_of = keys
-        self.sequential_orders = {}
-        if self.sequential_settings() is not None:
-            from pytest_llmeval import early_stop
+        self.sequential_orders = self.planned_orders(rows) if self.sequential_settings() is not None else {}
 
-            for name, refs in _by_benchmark(rows).items():
-                shells = [early_stop.shell(r.nodeid, r.benchmark, r.case) for r in refs]
-                if early_stop.stops_early(shells):
-                    order = early_stop.planned(shells, self.options.gate_options.seed)
-                    self.sequential_orders[name] = [str(r["nodeid"]) for r in order]
+    def planned_orders(self, rows: Sequence[RowRef]) -> dict[str, list[str]]:
+        """--llmeval-sequential: each benchmark's rows (node ids) in the order they run, a seeded shuffle
+        stratified by difficulty, for the benchmarks that can stop early; {} when it is off. The plugin
+        places the collected items in this order, and set_rows keeps it for the anytime-valid looks."""
+        if not self.sequential_on():
+            return {}
+        from pytest_llmeval import early_stop
+
+        orders = {}
+        for name, refs in _by_benchmark(rows).items():
+            shells = [early_stop.shell(r.nodeid, r.benchmark, r.case) for r in refs]
+            if early_stop.stops_early(shells):
+                order = early_stop.planned(shells, self.options.gate_options.seed)
+                orders[name] = [str(r["nodeid"]) for r in order]
+        return orders
 
     def sequential_settings(self) -> early_stop.Settings | None:
         """--llmeval-sequential's settings; None when it is off, when nothing is gated, or when

@@ -1507,25 +1507,22 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     return report
 
 
-def _plan_order(items: list[pytest.Item]) -> None:
-    """--llmeval-sequential: each benchmark file's rows in their planned order (a seeded shuffle,
-    stratified by difficulty), in the places the file's rows held: chunks, and so the looks of the
-    anytime-valid test, follow it. Runs at the end of collection, before xdist workers report theirs."""
-    from pytest_llmeval import early_stop
-
-    by_file: dict[str, list[tuple[int, CaseItem]]] = {}
+def _plan_order(items: list[pytest.Item], run: Evaluator) -> None:
+    """--llmeval-sequential: each benchmark file's rows in their planned order (Evaluator.planned_orders),
+    in the places the file's rows held: chunks, and so the looks of the anytime-valid test, follow it. Runs
+    at the end of collection, before xdist workers report theirs."""
+    placed: dict[str, list[tuple[int, CaseItem]]] = {}
     for index, item in enumerate(items):
         if isinstance(item, CaseItem):
-            by_file.setdefault(item.info["name"], []).append((index, item))
-    seed = items[0].config.option.llmeval_seed if items else 0
-    for placed in by_file.values():
-        slots = [index for index, _ in placed]
-        shells = [early_stop.shell(r.nodeid, r.info, r.case) for _, r in placed]
-        if not early_stop.stops_early(shells):
-            continue
-        by_node = {r.nodeid: r for _, r in placed}
-        for slot, row in zip(slots, early_stop.planned(shells, seed), strict=True):
-            items[slot] = by_node[str(row["nodeid"])]
+            placed.setdefault(item.info["name"], []).append((index, item))
+    refs = [
+        RowRef(nodeid=r.nodeid, benchmark=r.info, case=r.case) for rows in placed.values() for _, r in rows
+    ]
+    for name, order in run.planned_orders(refs).items():
+        slots = [index for index, _ in placed[name]]
+        by_node = {r.nodeid: r for _, r in placed[name]}
+        for slot, nodeid in zip(slots, order, strict=True):
+            items[slot] = by_node[nodeid]
 
 
 def _keep_subset(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -1611,10 +1608,10 @@ def _collected_inputs(
 
 @pytest.hookimpl(tryfirst=True)  # under xdist: before the worker reports its collection to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.stash[EVALUATOR_KEY].sequential_on():
-        # After -k and -m deselected: the order planned over the rows that run is the one every process
-        # (and results.json) plans over them.
-        _plan_order(session.items)
+    run = session.config.stash[EVALUATOR_KEY]
+    # After -k and -m deselected: the order planned over the rows that run is the one every process (and
+    # results.json) plans over them.
+    _plan_order(session.items, run)
     rows = [
         RowRef(nodeid=item.nodeid, benchmark=item.info, case=item.case)
         for item in session.items
@@ -1624,7 +1621,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _check_outputs(session.config)  # `pytest benchmarks/`: known to evaluate rows only now
         seen = ((r.benchmark["name"], r.case.evaluation_type, r.case.evaluation_config) for r in rows)
         _check_clashes(session.config, _collected_inputs(session.config, seen))
-    run = session.config.stash[EVALUATOR_KEY]
     run.set_rows(rows)
     selection = selection_of(session.config, [r.benchmark for r in rows])
     if _is_worker(session.config):
