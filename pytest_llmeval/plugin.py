@@ -1225,9 +1225,9 @@ def _check_clashes(config: pytest.Config, collected: Sequence[tuple[str, Path]] 
 def _junit_writer(config: pytest.Config, logfile: str | None) -> None:
     """Send pytest's JUnit XML to `logfile` instead of --junitxml's path; None: write none at all.
 
-    pytest's writer keeps its path on the object it registers under this stash key (_pytest.junitxml, not
-    a public API; it has not changed since pytest 7) and writes at the end of the session whatever
-    happened: the only way to keep it off a file the run reads is to move it, or to unregister it.
+    pytest's writer keeps its path on the object it registers under this stash key (_pytest.junitxml's
+    xml_key, not a public API) and writes at the end of the session whatever happened: the only way to
+    keep it off a file the run reads is to move it, or to unregister it.
     """
     from _pytest.junitxml import xml_key
 
