@@ -219,7 +219,8 @@ def test_gate_record_from_a_verdict() -> None:
 
 
 def test_gate_record_keeps_the_statistics_it_decided_on() -> None:
-    from pytest_llmeval.results import SCORE_MEASURE, comparison_blocks
+    from pytest_llmeval.formatting import SCORE_MEASURE
+    from pytest_llmeval.results import comparison_blocks
     from pytest_llmeval.stats import compare_paired
 
     cmp = compare_paired([1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0])

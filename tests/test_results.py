@@ -23,6 +23,7 @@ from locollm import validate_locollm
 
 from pytest_llmeval import gates
 from pytest_llmeval.benchmark import DIFFICULTIES, Case
+from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -38,9 +39,7 @@ from pytest_llmeval.records import (
 )
 from pytest_llmeval.results import (
     COMPOSITE_MIN_WEIGHT,
-    CROSS_ENTROPY_MEASURE,
     SCHEMA_VERSION,
-    SCORE_MEASURE,
     build_results,
     comparison_blocks,
     composite_score,
