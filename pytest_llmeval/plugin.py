@@ -952,6 +952,8 @@ def _plan_order(items: list[pytest.Item], run: Evaluator) -> None:
     """--llmeval-sequential: each benchmark file's rows in their planned order (Evaluator.planned_orders),
     in the places the file's rows held: chunks, and so the looks of the anytime-valid test, follow it. Runs
     at the end of collection, before xdist workers report theirs."""
+    if not run.sequential_on():
+        return  # no order to plan: leave a large collection's items untouched
     placed: dict[str, list[tuple[int, CaseItem]]] = {}
     for index, item in enumerate(items):
         if isinstance(item, CaseItem):
