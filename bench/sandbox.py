@@ -17,7 +17,8 @@ import subprocess
 import tempfile
 import time
 
-from pytest_llmeval.sandbox import Limits, Sandbox, SandboxUnavailable, detect
+from pytest_llmeval.sandbox import Sandbox, SandboxUnavailable, detect
+from pytest_llmeval.sandbox.runs import Limits
 
 STDIN = "3 4\n" * 100
 

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     # scipy is imported on first use, not when the plugin (which re-exports these helpers) is loaded.
     from pytest_llmeval.models import LLM
-    from pytest_llmeval.peft_sft import Comparison, Criteria, Log, Results
     from pytest_llmeval.perplexity import PerplexityResult
+    from pytest_llmeval.reporting.peft_sft import Comparison, Criteria
+    from pytest_llmeval.reporting.peft_sft_sides import Log, Results
     from pytest_llmeval.stats import PairedComparison, Values
 
 
@@ -106,15 +107,15 @@ def assert_peft_vs_sft(
     require_measured: bool = False,
 ) -> Comparison:
     """Pass unless a primary success criterion of the adaptation document (§7.2) fails for the PEFT side
-    against the SFT side (pytest_llmeval.peft_sft.compare); returns the comparison.
+    against the SFT side (pytest_llmeval.reporting.peft_sft.compare); returns the comparison.
 
     peft, sft: results.json paths or documents (sft None: two columns of one document); the training logs
     (a trainer_state.json, an EvaluationCallback JSONL, a folder) measure memory, time and convergence.
     require_measured: a primary criterion that could not be measured fails too.
     """
-    from pytest_llmeval import peft_sft
+    from pytest_llmeval.reporting import peft_sft, peft_sft_report, peft_sft_sides
 
-    sides = peft_sft.load_sides(
+    sides = peft_sft_sides.load_sides(
         peft,
         sft,
         peft_column=peft_column,
@@ -127,7 +128,7 @@ def assert_peft_vs_sft(
     )
     failed = peft_sft.primary_failed(found, require_measured=require_measured)
     if failed:
-        lines = [peft_sft.criterion_line(c) for c in found["criteria"] if c["name"] in failed]
+        lines = [peft_sft_report.criterion_line(c) for c in found["criteria"] if c["name"] in failed]
         raise AssertionError(
             f"PEFT {sides[0].label} against SFT {sides[1].label}: {len(failed)} primary criterion(s) "
             "not met:\n  " + "\n  ".join(lines)

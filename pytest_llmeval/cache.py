@@ -352,6 +352,16 @@ def summary_line(info: Mapping[str, Any]) -> str:
     return f"generation cache {info.get('dir', '')}: {text}{damaged}"
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """One batch's look in the store (GenerationCache.lookup)."""
+
+    side: str
+    materials: list[dict[str, Any]]  # each output's key material
+    found: list[str | None]  # each output as stored, None where missing
+    todo: list[int]  # the outputs to make: the misses, or the whole batch when its key names the batch
+
+
 # (prompts, limits) -> outputs; with samplings, (prompts, limits, samplings) -> outputs.
 Produce = Callable[..., list[str]]
 Sampled = tuple[float, int]  # (temperature, seed) of one sampled output
@@ -416,6 +426,49 @@ class GenerationCache:
                 with contextlib.suppress(OSError):
                     path.write_text(text, encoding="utf-8")
 
+    def lookup(
+        self,
+        identity: ModelIdentity,
+        side: str,
+        prompts: Sequence[str],
+        limits: Sequence[int],
+        samplings: Sequence[Sampled | None] | None = None,
+        extra: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Lookup:
+        """What one batch finds in the store, and which of its outputs must be made (Lookup.todo).
+
+        Batch-invariant identities (float32, a server) make the misses only. Otherwise a row's key includes
+        the whole batch, and when any row misses, the whole batch is made again, so that every row comes
+        from the batch its key names. `extra`: per output, key material beyond its prompt (a served raw
+        prompt, chat messages)."""
+        batch = None if identity.batch_invariant else batch_digest(prompts, limits)
+        each = [None] * len(prompts) if samplings is None else list(samplings)
+        materials = [
+            key_material(identity, side, p, n, batch, sampled)
+            for p, n, sampled in zip(prompts, limits, each, strict=True)
+        ]
+        if extra is not None:
+            materials = [{**m, **more} for m, more in zip(materials, extra, strict=True)]
+        found = [self.get(m) for m in materials]
+        misses = [i for i, text in enumerate(found) if text is None]
+        todo = misses if batch is None or not misses else list(range(len(prompts)))
+        return Lookup(side, materials, found, todo)
+
+    def settle(self, looked: Lookup, fresh: Sequence[str | None]) -> list[str | None]:
+        """The batch's outputs: the stored ones, with `fresh` (one per Lookup.todo, None where making it
+        failed) in their places, the new ones kept. Counted here, once the batch is made: a batch that
+        raises is retried in halves (the evaluator), and its rows must not count as generated twice."""
+        if len(fresh) != len(looked.todo):
+            raise ValueError(f"produce returned {len(fresh)} outputs for {len(looked.todo)} prompts")
+        self.stats.hits[looked.side] += len(looked.found) - len(looked.todo)
+        self.stats.misses[looked.side] += len(looked.todo)
+        out = list(looked.found)
+        for i, text in zip(looked.todo, fresh, strict=True):
+            out[i] = text
+            if text is not None and looked.found[i] is None:
+                self.put(looked.materials[i], text)
+        return out
+
     def generate(
         self,
         identity: ModelIdentity,
@@ -425,39 +478,16 @@ class GenerationCache:
         produce: Produce,
         samplings: Sequence[Sampled] | None = None,
     ) -> list[str]:
-        """Outputs of one batch: stored ones served, the others made by `produce(prompts, limits)` and kept
-        (`produce(prompts, limits, samplings)` for sampled outputs, one (temperature, seed) per prompt).
-
-        `produce` generates the prompts it is given as one batch. Batch-invariant identities (float32)
-        pass it the misses only. Otherwise a row's key includes the whole batch, and when any row misses,
-        the whole batch is generated again, so that every row comes from the batch its key names.
-        """
-        batch = None if identity.batch_invariant else batch_digest(prompts, limits)
-        each = [None] * len(prompts) if samplings is None else list(samplings)
-        materials = [
-            key_material(identity, side, p, n, batch, sampled)
-            for p, n, sampled in zip(prompts, limits, each, strict=True)
-        ]
-        found = [self.get(m) for m in materials]
-        misses = [i for i, text in enumerate(found) if text is None]
-        todo = misses if batch is None or not misses else list(range(len(prompts)))
-        if not todo:
-            self.stats.hits[side] += len(prompts)
-            return [text for text in found if text is not None]
-        chosen = ([prompts[i] for i in todo], [limits[i] for i in todo])
-        fresh = produce(*chosen) if samplings is None else produce(*chosen, [samplings[i] for i in todo])
-        if len(fresh) != len(todo):
-            raise ValueError(f"produce returned {len(fresh)} outputs for {len(todo)} prompts")
-        # Counted once the batch is made: a batch that raises is retried in halves (Evaluator._generate),
-        # and its rows must not count as generated twice.
-        self.stats.hits[side] += len(prompts) - len(todo)
-        self.stats.misses[side] += len(todo)
-        served = dict(enumerate(found))
-        for i, text in zip(todo, fresh, strict=True):
-            served[i] = text
-            if found[i] is None:
-                self.put(materials[i], text)
-        return [text for _, text in sorted(served.items()) if text is not None]
+        """Outputs of one batch: stored ones served, the others made by `produce(prompts, limits)` as one
+        batch and kept (`produce(prompts, limits, samplings)` for sampled outputs, one (temperature, seed)
+        per prompt). The batch rules are lookup()'s."""
+        looked = self.lookup(identity, side, prompts, limits, samplings)
+        fresh: list[str] = []
+        if looked.todo:
+            chosen = ([prompts[i] for i in looked.todo], [limits[i] for i in looked.todo])
+            picked = None if samplings is None else [samplings[i] for i in looked.todo]
+            fresh = produce(*chosen) if picked is None else produce(*chosen, picked)
+        return [str(text) for text in self.settle(looked, fresh)]
 
     def take_problems(self) -> list[str]:
         """Warnings since the last call (damaged entries, a damaged index, an unwritable folder)."""

@@ -1,7 +1,7 @@
 """pytest-xdist glue: ship whole generation chunks to one worker, and bring worker metadata home.
 
-Registered by plugin.pytest_configure only when xdist is installed (its hook names would be unknown
-otherwise). Imports xdist lazily inside the hooks.
+Registered by pytest_configure (hooks/configure.py) only when xdist is installed (its hook names would be
+unknown otherwise). Imports xdist lazily inside the hooks.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.evaluator import GATE_PREFIX, chunk_keys, row_predicate
 from pytest_llmeval.items import EVALUATOR_KEY, RECORDER_KEY
+from pytest_llmeval.planning import GATE_PREFIX, chunk_keys, row_predicate
 from pytest_llmeval.rowstore import RowStore
+from pytest_llmeval.settings import SETTINGS_KEY
 
 
 class XdistHooks:
@@ -22,7 +23,7 @@ class XdistHooks:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         # Only the default `-n N` distribution (load) is replaced: a --dist the user chose is respected (rows
         # then still work, a worker may just generate a few rows of a chunk it does not run).
-        if config.option.dist != "load":
+        if config.stash[SETTINGS_KEY].dist != "load":
             return None
         from xdist.scheduler import LoadScopeScheduling
 
@@ -158,7 +159,7 @@ class XdistHooks:
         config = config_of(node)
         recorder = config.stash[RECORDER_KEY]
         if recorder.selection is None:
-            # Written by the worker before it reported its collection (plugin.pytest_collection_finish).
+            # Written by the worker before it reported its collection (hooks/collection.py).
             recorder.selection = config.stash[EVALUATOR_KEY].store.read_selection()
         if recorder.expected_rows is None:
             is_row = row_predicate(config.getini("llmeval_files"))

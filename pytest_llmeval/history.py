@@ -9,8 +9,8 @@ atomically. The names start with the time, so name order is time order, and a fo
 history. One file per run (not an append-only JSONL): a crash while writing one entry can never damage
 another, retention is deleting files, and each entry is a results.json every tool already reads.
 
-No pytest or torch import: plugin.py writes and reads through these functions; `python -m pytest_llmeval
-history` (__main__.py) lists and compares entries.
+No pytest or torch import: the plugin's hooks write and read through these functions; `python -m
+pytest_llmeval history` (cli/history.py) lists and compares entries.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.records import BenchmarkInfo
-from pytest_llmeval.results import SCHEMA_VERSION, Baseline, ResultsFileError, read_results, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION, Baseline, write_atomic
+from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 HISTORY_DIR = Path(".llmeval") / "history"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
@@ -90,7 +91,7 @@ def entries(folder: Path) -> list[Path]:
 
 
 def read_checked(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """An entry's document, or None and why not (results.read_results' message): damaged entries are
+    """An entry's document, or None and why not (results_reader.read_results' message): damaged entries are
     passed over by name, never a reason to stop."""
     try:
         return read_results(path), None

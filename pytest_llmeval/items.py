@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.benchmark import BenchmarkError, Case
-from pytest_llmeval.evaluator import GATE_PREFIX, Evaluator, RowError, RowResult
+from pytest_llmeval.evaluation.outputs import RowError, RowResult
+from pytest_llmeval.evaluator import Evaluator
 from pytest_llmeval.formatting import shown
 from pytest_llmeval.gates import Verdict, gate_names, in_domain
 from pytest_llmeval.models import ModelError
+from pytest_llmeval.planning import GATE_PREFIX
 from pytest_llmeval.recorder import Recorder
 from pytest_llmeval.records import BASE, BenchmarkInfo, GateRecord, RowRecord, gate_record, partner, score
 from pytest_llmeval.roster import Member
@@ -104,7 +106,7 @@ class BenchmarkFile(pytest.File):
             yield CaseItem.from_parent(self, name=case.id, case=case, info=info)
         # A model gate per gated column (better_than_base in its domain, no_degradation elsewhere), named
         # `gate::<gate>[<column>]` when the run has several columns; then the benchmark's own gates.
-        several = run.roster.several and run.options.predictions is None
+        several = run.roster.several
         model_gates: list[tuple[str | None, bool]] = [(c, d == "in") for c, d in domains.items()]
         if not model_gates:
             # Nothing to compare (the base alone): the gate a file would get, which skips and says why.
@@ -283,7 +285,7 @@ class GateItem(_GateReport, BenchmarkItem):
     def runtest(self) -> None:
         run = self.config.stash[EVALUATOR_KEY]
         verdict, statistics = run.evaluate_gate(self.benchmark, self.gate, self.column)
-        model = self.column if run.roster.several and run.options.predictions is None else None
+        model = self.column if run.roster.several else None
         self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model)
         _conclude(verdict, self.label, self.path, where=self.benchmark)
 

@@ -2,8 +2,8 @@
 carry (serially this process's, under xdist every worker's, replayed here), the workers' metadata and cache
 counts, and builds the results.json document once at the end.
 
-Only the controller has one (serially the only process is the controller). plugin.py feeds it from the
-hooks; nothing here imports pytest or torch.
+Only the controller has one (serially the only process is the controller). hooks/reporting.py feeds it
+from the hooks; nothing here imports pytest or torch.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""results.json: pure aggregation of row records into the document, and its atomic write.
+"""results.json: pure aggregation of row records into the document, its atomic write, and its checked read.
 
 No pytest, no torch. Records are records.RowRecord (made by evaluator.Evaluator.score_row) and gate
 verdicts records.GateRecord; everything known at collection (a benchmark's hash and domain) is in them, so
-nothing here reads a file. The document is built in one pass over each benchmark's rows: statistics a gate
-already computed are taken from its record, not computed again.
+the build reads no file. The document is built in one pass over each benchmark's rows: statistics a gate
+already computed are taken from its record, not computed again. Each benchmark entry's figures (mean
+scores, corpus perplexity, the composite, pass@k, ...) are summaries.py's; here they are put in place with
+the comparisons, gates, slices and rows.
 
 The document's top level is the adapter's LocoLLM results.json for its in-domain benchmark (the standard's
 fields, validated against its schema in the tests); `benchmarks[]` keeps every benchmark's full detail.
@@ -13,16 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeAlias, cast
 
 from pytest_llmeval import comparisons
-from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.inputs import write_bytes_atomic
 from pytest_llmeval.records import (
@@ -38,22 +37,28 @@ from pytest_llmeval.records import (
     side,
     variant_of,
 )
+from pytest_llmeval.summaries import (
+    DEFAULT_COMPOSITE_WEIGHTS,
+    _mean,
+    char_accuracy_summary,
+    composite_summary,
+    corpus_scores,
+    fluency_summary,
+    out_of_domain_figure,
+    pass_at_k_summary,
+    perplexity_summary,
+    sandbox_isolation,
+    summarize,
+    unparsed_summary,
+)
 from pytest_llmeval.training import TrainingLog, analyse, downsample
 
 SCHEMA_VERSION = 2
-LN2 = math.log(2.0)
-# A composite is reported only when the metrics present carry at least this share of the weights: a
-# "composite" made of one 10% metric, renormalised to 100%, is that metric under another name.
-COMPOSITE_MIN_WEIGHT = 0.5
 # Gate verdicts from worst to best: the most degraded out-of-domain benchmark is the worst verdict first.
 _SEVERITY = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, None: 4}
 # Points each training curve keeps in results.json (training.downsample): more than a page-wide chart can
 # show, and a log of 100k steps does not make results.json a copy of itself.
 MAX_CURVE_POINTS = 500
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def comparison_blocks(cmp: Any, measure: str) -> dict[str, Any]:
@@ -62,217 +67,6 @@ def comparison_blocks(cmp: Any, measure: str) -> dict[str, Any]:
         "statistics": {"measure": measure, **cmp.to_json()},
         "significance_test": cmp.significance_report(),
     }
-
-
-def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Token-weighted perplexity of texts from their summed NLL, tokens and characters (None: no text)."""
-    tokens = sum(int(p["n_tokens"]) for p in parts)
-    if not tokens:
-        return None
-    nll = math.fsum(float(p["nll"]) for p in parts)
-    chars = sum(int(p["n_chars"]) for p in parts)
-    cross_entropy = nll / tokens
-    out: dict[str, Any] = {
-        "perplexity": _exp(cross_entropy),
-        "cross_entropy": cross_entropy,
-        "bits_per_token": cross_entropy / LN2,
-        "bits_per_character": nll / LN2 / chars if chars else None,
-        "n_texts": len(parts),
-        "n_tokens": tokens,
-        "n_chars": chars,
-    }
-    if all("n_bytes" in p for p in parts):
-        out["bits_per_byte"] = nll / LN2 / sum(int(p["n_bytes"]) for p in parts)
-    if parts and all(p.get("scripts") for p in parts):
-        out["bits_per_character_by_script"] = {}
-        # Every text's scorer lists every script; a script some text lacks is not summed over the rest.
-        for script in [s for s in parts[0]["scripts"] if all(s in p["scripts"] for p in parts)]:
-            script_nll = math.fsum(float(p["scripts"][script]["nll"]) for p in parts)
-            script_chars = sum(int(p["scripts"][script]["n_chars"]) for p in parts)
-            # The adaptation document's character prediction accuracy (§4.2): top-1 next-token hits spread
-            # over the characters each token covers, character-weighted over every text.
-            hits = math.fsum(float(p["scripts"][script].get("hits", 0.0)) for p in parts)
-            scored = math.fsum(float(p["scripts"][script].get("scored", 0.0)) for p in parts)
-            out["bits_per_character_by_script"][script] = {
-                "bits_per_character": script_nll / LN2 / script_chars if script_chars else None,
-                "n_chars": script_chars,
-                "top1_accuracy": hits / scored if scored else None,
-            }
-    return out
-
-
-def perplexity_score(ppl: float) -> float:
-    """The QA fine-tuning document's perplexity score, 100 * exp(-ppl / 300): 100 at ppl 1, falling slowly."""
-    return 100.0 * math.exp(-ppl / 300.0)
-
-
-def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Corpus perplexity of a benchmark's perplexity rows, base and adapter: token-weighted, per script."""
-    rows = [r for r in records if r["evaluation_type"] == "perplexity" and score(r, BASE) is not None]
-    if not rows:
-        return None
-    from pytest_llmeval.scorers.perplexity import DEFAULT_BANDS, band
-
-    bands = tuple(float(b) for b in (rows[0].get("evaluation_config") or {}).get("bands", DEFAULT_BANDS))
-    out: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        parts = [found for r in rows if (found := score(r, who)) is not None]
-        corpus = _corpus(parts)
-        if corpus is not None:
-            # Named so nobody takes it for the corpus value: every text counts alike, short or long.
-            corpus["mean_text_perplexity"] = math.fsum(float(p["perplexity"]) for p in parts) / len(parts)
-            corpus["band"] = band(corpus["perplexity"], (bands[0], bands[1], bands[2]))
-        out[who] = corpus
-    out["bands"] = {
-        "excellent": f"< {bands[0]:g}",
-        "good": f"< {bands[1]:g}",
-        "acceptable": f"<= {bands[2]:g}",
-    }
-    first = score(rows[0], BASE)
-    assert first is not None
-    # What the scorer says of its window (None where a document read back lacks it): a description only.
-    out["window"] = {key: first.get(key) for key in ("max_length", "stride", "first_token")}
-    if out.get(ADAPTER) and out.get(BASE):
-        out["perplexity_ratio"] = out[ADAPTER]["perplexity"] / out[BASE]["perplexity"]
-        out["cross_entropy_difference"] = out[ADAPTER]["cross_entropy"] - out[BASE]["cross_entropy"]
-    return out
-
-
-def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """--llmeval-fluency, per model: corpus perplexity of its own outputs and of the references, measured
-    by the same scorer (the model itself unless --llmeval-ppl-model), their ratio and difference."""
-    out: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        measured = [found["fluency"] for r in records if (found := side(r, who)) and found.get("fluency")]
-        if not measured:
-            continue
-        generated = _corpus([m["output"] for m in measured if m["output"]])
-        reference = _corpus([m["reference"] for m in measured if m["reference"]])
-        entry: dict[str, Any] = {
-            "scorer": measured[0]["scorer"],
-            "output": generated,
-            "reference": reference,
-            "n_empty_outputs": sum(1 for m in measured if not m["output"]),
-            "perplexity_score": None if generated is None else perplexity_score(generated["perplexity"]),
-        }
-        if generated and reference:
-            entry["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
-            entry["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
-        out[who] = entry
-    return out or None
-
-
-_NOT_METRIC = ("threshold", "max_new_tokens")  # evaluation_config keys that do not change a corpus value
-
-
-def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Corpus BLEU and chrF of a benchmark's bleu and chrf rows, base and adapter, beside the sentence mean.
-
-    The corpus value pools n-gram counts over all rows, so it is not the mean of sentence scores; both are
-    reported, labelled. Rows are grouped by the settings that change the metric (tokenize, lowercase, ...):
-    one corpus value per group.
-    """
-    from pytest_llmeval.scorers import bleu
-
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for r in records:
-        base_side = side(r, BASE)
-        if r["evaluation_type"] in ("bleu", "chrf") and base_side and base_side.get("output") is not None:
-            config = {k: v for k, v in r.get("evaluation_config", {}).items() if k not in _NOT_METRIC}
-            groups.setdefault((r["evaluation_type"], json.dumps(config, sort_keys=True)), []).append(r)
-    if not groups:
-        return None
-    out: dict[str, Any] = {}
-    for (kind, settings), rows in sorted(groups.items()):
-        config = json.loads(settings)
-        references = [r["expected_output"] for r in rows]
-        entry: dict[str, Any] = {"settings": config}
-        for who in (BASE, ADAPTER):
-            outputs = [found["output"] for r in rows if (found := side(r, who))]
-            entry[who] = (
-                bleu.corpus_score(kind, outputs, references, config) if len(outputs) == len(rows) else None
-            )
-        alone = sum(1 for k, _ in groups if k == kind) == 1
-        out[kind if alone else f"{kind} {settings}"] = entry
-    return out
-
-
-def _exp(x: float) -> float:
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
-# The QA fine-tuning document's revised weights: MCQ accuracy, BERTScore F1, ROUGE-L F1, perplexity score.
-DEFAULT_COMPOSITE_WEIGHTS: dict[str, float] = {
-    "multiple_choice": 0.40,
-    "bertscore": 0.30,
-    "rouge": 0.20,
-    "perplexity": 0.10,
-}
-
-
-def composite_score(metrics: Mapping[str, float | None], weights: Mapping[str, float]) -> dict[str, Any]:
-    """Weighted composite (0-100) of metric scores (0-100), renormalised over the metrics present.
-
-    Reported only when the metrics present carry at least COMPOSITE_MIN_WEIGHT of the total weight; below
-    that `value` is None and `reason` says which metrics are missing.
-    """
-    weighted = {m: w for m, w in weights.items() if w > 0}
-    present = {m: w for m, w in weighted.items() if metrics.get(m) is not None}
-    total = sum(present.values())
-    share = total / sum(weighted.values()) if weighted else 0.0
-    missing = [m for m in weighted if metrics.get(m) is None]
-    value = None
-    reason = None
-    if not total:
-        reason = f"no metric of the composite was measured (missing: {', '.join(missing)})"
-    elif share < COMPOSITE_MIN_WEIGHT - 1e-12:
-        reason = (
-            f"the metrics measured carry {share:.0%} of the weight, under {COMPOSITE_MIN_WEIGHT:.0%}: "
-            f"missing {', '.join(missing)}"
-        )
-    else:
-        # Each weight as its share first: w * score of a huge weight would overflow where w / total cannot.
-        value = math.fsum(w / total * float(metrics[m] or 0.0) for m, w in present.items())
-    return {
-        "value": value,
-        "metrics": {m: metrics.get(m) for m in weights},
-        "weights": dict(weights),
-        "present_weight": share,
-        "missing": missing,
-        "reason": reason,
-    }
-
-
-def composite_summary(
-    records: Sequence[Mapping[str, Any]], weights: Mapping[str, float]
-) -> dict[str, Any] | None:
-    """Base and adapter composites of these rows; None when no weighted metric has rows.
-
-    Each metric is its rows' mean score x 100. `perplexity` is the perplexity score of each model's own
-    generated outputs (--llmeval-fluency), never of fixed reference texts: the QA fine-tuning document's
-    Fix #1. Perplexity rows (reference texts) are reported beside it, not in it.
-    """
-    out: dict[str, Any] = {}
-    fluency = fluency_summary(records) or {}
-    any_metric = False
-    for who in (BASE, ADAPTER):
-        metrics: dict[str, float | None] = {}
-        for metric in weights:
-            if metric == "perplexity":
-                metrics[metric] = (fluency.get(who) or {}).get("perplexity_score")
-            else:
-                values = [
-                    v
-                    for r in records
-                    if r["evaluation_type"] == metric and (v := score_value(r, who)) is not None
-                ]
-                metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
-            any_metric = any_metric or metrics[metric] is not None
-        out[who] = composite_score(metrics, weights)
-    return out if any_metric else None
 
 
 @dataclass(frozen=True)
@@ -362,57 +156,6 @@ def _version_of(document: Mapping[str, Any]) -> str | None:
         return None if found is None else str(found)
     found = document.get("adapter_version")
     return None if found is None else str(found)
-
-
-def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Scores of one benchmark: means over scored rows (rows whose scorer failed are counted apart)."""
-    adapter = _mean([s for r in records if (s := score_value(r, ADAPTER)) is not None])
-    base = _mean([s for r in records if (s := score_value(r, BASE)) is not None])
-    per_difficulty: dict[str, dict[str, Any]] = {}
-    for difficulty in DIFFICULTIES:
-        rows = [r for r in records if r["difficulty"] == difficulty]
-        a = [s for r in rows if (s := score_value(r, ADAPTER)) is not None]
-        b = [s for r in rows if (s := score_value(r, BASE)) is not None]
-        # n: the rows the means are over (the evaluated model's scored rows); errored rows counted apart.
-        scored = sum(1 for r in rows if evaluated_value(r) is not None)
-        errored = sum(1 for r in rows if r["error"])
-        per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": scored, "n_errors": errored}
-    absolute = None if adapter is None or base is None else adapter - base
-    relative = None if absolute is None or not base else absolute / base
-    return {
-        "adapter_score": adapter,
-        "base_model_score": base,
-        "improvement_absolute": absolute,
-        "improvement_relative": relative,
-        "per_difficulty": per_difficulty,
-        "n_passed": sum(1 for r in records if r["passed"]),
-        "n_errors": sum(1 for r in records if r["error"]),
-        "n_skipped": sum(1 for r in records if r.get("skipped")),
-    }
-
-
-def out_of_domain_figure(
-    name: str, records: Sequence[Mapping[str, Any]], verdict: str | None
-) -> dict[str, Any] | None:
-    """The standard's out_of_domain object for one benchmark, in the unit its no_degradation gate judges.
-
-    Scores for scored benchmarks; for perplexity benchmarks, negative cross-entropy in nats per token (so
-    that, as for scores, higher is better and degradation = adapter - base is negative when it got worse).
-    None when no row has both scores.
-    """
-    adapter, base, _, measure = comparison_values(records)
-    if not adapter:
-        return None
-    a, b = math.fsum(adapter) / len(adapter), math.fsum(base) / len(base)
-    return {
-        "benchmark": name,
-        "adapter_score": a,
-        "base_model_score": b,
-        "degradation": a - b,
-        "measure": measure,
-        "n_rows": len(adapter),
-        "verdict": verdict,
-    }
 
 
 def kinds_of(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, str]:
@@ -974,74 +717,6 @@ def hardware_line(hardware: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def pass_at_k_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """code_execution rows' pass@k per model: for each k, the mean over rows of each row's unbiased
-    estimate (a greedy row's is pass@1 of its one output), with the rows it averages; None without code
-    rows. Rows with fewer samples than k (a k another row asked for) are left out of that k's mean."""
-    summary: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        per_k: dict[int, list[float]] = {}
-        for record in records:
-            found = score(record, who) if record["evaluation_type"] == "code_execution" else None
-            if not found:
-                continue
-            estimates = found.get("pass_at_k") or {"1": found.get("pass_at_1")}
-            for k, value in estimates.items():
-                if value is not None:
-                    per_k.setdefault(int(k), []).append(float(value))
-        if per_k:
-            summary[who] = {
-                str(k): {"value": sum(values) / len(values), "n_rows": len(values)}
-                for k, values in sorted(per_k.items())
-            }
-    return summary or None
-
-
-def unparsed_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Per model, the share of rows whose answer could not be extracted (an extract_pattern that matched
-    nothing, a saved prediction naming no choice, a reasoning block that never closed), among the rows
-    that extract an answer: wrong answers and unparsed ones told apart. None when no row extracts."""
-    summary: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        counted = unparsed = 0
-        for record in records:
-            found, its = score(record, who), side(record, who)
-            truncated_thought = bool(its and its.get("reasoning_unterminated"))
-            if found is None or ("unparsed" not in found and not truncated_thought):
-                continue
-            counted += 1
-            unparsed += bool(found.get("unparsed")) or truncated_thought
-        if counted:
-            summary[who] = {"rate": unparsed / counted, "n_unparsed": unparsed, "n_rows": counted}
-    return summary or None
-
-
-def char_accuracy_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """char_accuracy rows pooled per model, character-weighted (the adaptation document's §4.1): the share of
-    characters aligned to an identical one over every row's longer text, and per script the share of the
-    expected texts' characters of that script aligned correctly. None when no row is char_accuracy."""
-    summary: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        aligned = longer = 0
-        scripts: dict[str, list[int]] = {}
-        for record in records:
-            found = score(record, who)
-            if record["evaluation_type"] != "char_accuracy" or found is None or "scripts" not in found:
-                continue
-            aligned += int(found["aligned"])
-            longer += max(int(found["expected_chars"]), int(found["output_chars"]))
-            for name, counts in found["scripts"].items():
-                pooled = scripts.setdefault(name, [0, 0])
-                pooled[0] += int(counts["correct"])
-                pooled[1] += int(counts["chars"])
-        if longer or scripts:
-            summary[who] = {
-                "character": aligned / longer if longer else 1.0,
-                "scripts": {name: {"accuracy": c / n, "chars": n} for name, (c, n) in scripts.items() if n},
-            }
-    return summary or None
-
-
 def _what_changed(record: Mapping[str, Any], who: str) -> Any:
     """What a model produced on a row, to compare with another model: its text, else what it measured."""
     its = side(record, who)
@@ -1126,17 +801,6 @@ def slices_summary(records: Sequence[Mapping[str, Any]], alpha: float) -> dict[s
     }
 
 
-def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The isolation code_execution rows ran under (level, layers, missing), or None without such rows."""
-    for record in records:
-        for who in (ADAPTER, BASE):
-            found = score(record, who)
-            if found and "isolation" in found:
-                isolation: dict[str, Any] = dict(found["isolation"])
-                return isolation
-    return None
-
-
 def _row(record: RowRecord) -> dict[str, Any]:
     """A row as results.json shows it (the benchmark is its parent)."""
     return {k: v for k, v in record.items() if k not in ("benchmark", "cost")}
@@ -1154,219 +818,6 @@ def document_text(document: Mapping[str, Any]) -> str:
 def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
     """Write JSON atomically (write_text_atomic)."""
     write_text_atomic(path, document_text(document))
-
-
-class ResultsFileError(ValueError):
-    """A results.json that cannot be read, or is not one; the message names the file and says why."""
-
-
-# What a results document read back may hold. Real ones nest about 8 levels and hold numbers far inside
-# these bounds; a value past them (1e308, nested a thousand deep) is a damaged or hostile file, and would
-# overflow a percentage or exhaust the stack in whatever reads it next (a report, a baseline comparison).
-MAX_RESULTS_BYTES = 1 << 30
-MAX_RESULTS_DEPTH = 64
-MAX_RESULTS_NUMBER = 1e100
-
-
-def _not_json_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def document_problem(document: Any) -> str | None:
-    """What is wrong with a results document read back, in a few words naming the field; None when it
-    holds what every reader of one relies on (a baseline comparison, the history, check, report)."""
-    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
-        return "no benchmarks list"
-    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_RESULTS_DEPTH:
-            top = re.split(r"[.\[]", where, maxsplit=1)[0]
-            return f"{top or 'the document'} is nested more than {MAX_RESULTS_DEPTH} levels deep"
-        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
-            return f"{where} is {value!r}, out of any range a results.json holds"
-        if isinstance(value, dict):
-            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
-        elif isinstance(value, list):
-            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    for i, bench in enumerate(document["benchmarks"]):
-        if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
-            return f"benchmarks[{i}] has no benchmark_file"
-    for pattern, kinds in READ_FIELDS:
-        for where, value in _matches(document, pattern.split(".")):
-            if not any(_KINDS[kind](value) for kind in kinds):
-                return f"{where} is {_shown(value)}, not {' or '.join(_KIND_NAMES[k] for k in kinds)}"
-    for pattern, keys in REQUIRED_FIELDS:
-        for where, value in _matches(document, pattern.split(".")):
-            for key in keys:
-                if key not in value:
-                    return f"{where} has no {key}"
-    for where, row in _matches(document, _ROW.split(".")):
-        for name, given in row.get("models", {}).items():
-            found = given.get("score")
-            if not isinstance(found, dict):
-                continue
-            needed = ("value", *_SCORE_NEEDS.get(row["evaluation_type"], ()))
-            if row["evaluation_type"] == "char_accuracy" and "scripts" in found:
-                needed += ("aligned", "expected_chars", "output_chars")
-            for key in needed:
-                if found.get(key) is None:
-                    return f"{where}.models.{name}.score has no {key}"
-            if row["evaluation_type"] == "perplexity":
-                for script, share in (found.get("scripts") or {}).items():
-                    if share.get("nll") is None or share.get("n_chars") is None:
-                        return f"{where}.models.{name}.score.scripts.{script} has no nll or n_chars"
-    return None
-
-
-# The fields some reader of a results document relies on (the baseline comparison, the history, check,
-# report, compare), each with the kinds of value it may hold when present; `*` is every key of an object
-# or item of a list. Missing fields are each reader's business (most have a default); a field of another
-# kind is a damaged document, refused here in one line naming it rather than a traceback deep in a reader.
-_TRAINING = ("final_loss", "loss_stability", "n_steps", "n_logged", "convergence_step", "steps_to_95")
-_COUNTS = ("trainable_params", "total_params", "base_params", "all_params")
-_SCORE_NUMBERS = ("cross_entropy", "nll", "perplexity", "threshold")
-_SCORE_COUNTS = ("n_tokens", "n_chars", "n_bytes", "aligned", "expected_chars", "output_chars")
-_SCRIPT_NUMBERS = ("nll", "hits", "scored", "n_chars", "correct", "chars")
-# What a row's score of a type must hold for the corpus figures (perplexity_summary) to be computed.
-_SCORE_NEEDS = {"perplexity": ("cross_entropy", "nll", "perplexity", "n_tokens", "n_chars")}
-_ROW = "benchmarks.*.rows.*"
-READ_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("benchmarks.*.benchmark_hash", ("string", "null")),
-    ("benchmarks.*.rows", ("list",)),
-    ("benchmarks.*.gates", ("object",)),
-    ("benchmarks.*.gates.*", ("object",)),
-    ("benchmarks.*.gates.*.status", ("string",)),
-    (_ROW, ("object",)),
-    (f"{_ROW}.id", ("string",)),
-    (f"{_ROW}.evaluated", ("string",)),
-    (f"{_ROW}.evaluation_type", ("string",)),
-    (f"{_ROW}.evaluation_config", ("object",)),
-    (f"{_ROW}.evaluation_config.bands", ("bands",)),
-    (f"{_ROW}.difficulty", ("string", "null")),
-    (f"{_ROW}.tags", ("strings",)),
-    (f"{_ROW}.models", ("object",)),
-    (f"{_ROW}.models.*", ("object",)),
-    (f"{_ROW}.models.*.output", ("string", "null")),
-    (f"{_ROW}.models.*.score", ("object", "null")),
-    (f"{_ROW}.models.*.score.value", ("score",)),
-    *((f"{_ROW}.models.*.score.{k}", ("number", "null")) for k in _SCORE_NUMBERS),
-    *((f"{_ROW}.models.*.score.{k}", ("count",)) for k in _SCORE_COUNTS),
-    (f"{_ROW}.models.*.score.scripts", ("object",)),
-    (f"{_ROW}.models.*.score.scripts.*", ("object",)),
-    *((f"{_ROW}.models.*.score.scripts.*.{k}", ("number",)) for k in _SCRIPT_NUMBERS),
-    ("models", ("list", "null")),
-    ("models.*", ("object",)),
-    ("models.*.column", ("string",)),
-    ("models.*.name", ("string",)),
-    ("models.*.kind", ("string",)),
-    *((f"{where}parameter_efficiency", ("object", "null")) for where in ("", "models.*.")),
-    *(
-        (f"{where}parameter_efficiency.{k}", ("count", "null"))
-        for where in ("", "models.*.")
-        for k in _COUNTS
-    ),
-    ("models.*.training", ("object", "null")),
-    *((f"models.*.training.{k}", ("number", "null")) for k in _TRAINING),
-    ("models.*.training.totals", ("object",)),
-    ("models.*.training.totals.*", ("number", "null")),
-    ("models.*.training.overfitting", ("object",)),
-    ("models.*.training.grad_norm", ("object",)),
-    ("complete", ("bool",)),
-    ("incomplete_reason", ("string", "null")),
-    ("timestamp", ("string", "null")),
-    ("schema_version", ("string", "number")),
-    ("adapter_name", ("string", "null")),
-    ("benchmarks.*.benchmark_file", ("string",)),
-)
-
-# The fields readers take without a default, wherever the object holding them is present.
-REQUIRED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (_ROW, ("id", "evaluation_type", "evaluated", "models")),
-    ("models.*", ("column", "kind")),
-)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-_KINDS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "null": lambda v: v is None,
-    "bool": lambda v: isinstance(v, bool),
-    "list": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "number": _is_number,
-    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "score": lambda v: _is_number(v) and 0 <= v <= 1,
-    "bands": lambda v: isinstance(v, list) and len(v) == 3 and all(_is_number(x) for x in v),
-    "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-}
-_KIND_NAMES = {
-    "string": "a string",
-    "null": "null",
-    "bool": "true or false",
-    "list": "a list",
-    "object": "an object",
-    "number": "a number",
-    "count": "a count (a whole number >= 0)",
-    "score": "a score in [0, 1]",
-    "bands": "three numbers",
-    "strings": "a list of strings",
-}
-
-
-def _matches(value: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, value) of each field `parts` names under `value` ("*": every key or item); absent: none."""
-    if not parts:
-        yield where, value
-        return
-    head, rest = parts[0], parts[1:]
-    if isinstance(value, dict):
-        keys = list(value) if head == "*" else [head] if head in value else []
-        for key in keys:
-            yield from _matches(value[key], rest, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list) and head == "*":
-        for i, item in enumerate(value):
-            yield from _matches(item, rest, f"{where}[{i}]")
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=True)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The results.json document at `path` (every command that reads one reads it here, and every
-    baseline and history entry): ResultsFileError naming the file and the field when it is damaged."""
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if size > MAX_RESULTS_BYTES:
-        raise ResultsFileError(f"cannot read {path}: {size} bytes, more than any results.json holds")
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f, parse_constant=_not_json_constant)
-    except OSError as exc:
-        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ResultsFileError(
-            f"cannot read {path}: not UTF-8 text ({exc.reason}): not a results.json"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ResultsFileError(
-            f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
-        ) from None
-    except ValueError as exc:  # NaN or Infinity: Python reads them, JSON has no such values
-        raise ResultsFileError(f"cannot read {path}: not strict JSON ({exc})") from None
-    except RecursionError:
-        raise ResultsFileError(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
-    problem = document_problem(document)
-    if problem is not None:
-        raise ResultsFileError(f"cannot read {path}: not a results.json ({problem})")
-    return cast(dict[str, Any], document)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -5,7 +5,7 @@ A column is an adapter on the base weights (`--adapter`, repeatable), another fu
 one of those models marked as the upper bound, reported everywhere, never gated). Each column's name is the
 key of its side in every row record (records.RowRecord `models`).
 
-Pure: no pytest, no torch. plugin.py builds the roster from the options; the evaluator, the gate items and
+Pure: no pytest, no torch. settings.py builds the roster from the options; the evaluator, the gate items and
 results.py read it.
 """
 

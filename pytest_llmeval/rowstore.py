@@ -7,8 +7,8 @@ test end without one: a worker killed mid-row, a row that failed before scoring)
 the lost markers because only it sees every report, including xdist's report of a crashed worker. So a
 gate never waits on a row that will not come, and a killed worker cannot hang the run.
 
-Serially there is no spool: rows run before gates in the same process (plugin.py orders them), and the
-store answers from what this process scored.
+Serially there is no spool: rows run before gates in the same process (hooks/collection.py orders
+them), and the store answers from what this process scored.
 
 No pytest, no torch.
 """

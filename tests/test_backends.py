@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmeval.backends import PRODUCES, unavailable
+from pytest_llmeval.backends import PRODUCTION, unavailable
 from pytest_llmeval.scorers import SCORERS
 
 
-@pytest.mark.parametrize("source", sorted(PRODUCES))
+@pytest.mark.parametrize("source", sorted(PRODUCTION))
 def test_every_type_is_produced_or_skipped_with_a_reason_on_every_source(source: str) -> None:
     for kind, spec in SCORERS.items():
         why = unavailable(source, spec.measure, kind)  # type: ignore[arg-type]
@@ -18,7 +18,7 @@ def test_every_type_is_produced_or_skipped_with_a_reason_on_every_source(source:
 def test_what_each_source_cannot_produce() -> None:
     skipped = {
         source: sorted(k for k, s in SCORERS.items() if unavailable(source, s.measure, k))  # type: ignore[arg-type]
-        for source in PRODUCES
+        for source in PRODUCTION
     }
     assert skipped == {
         "local": [],

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmeval.evaluator import chunk_keys, row_predicate
+from pytest_llmeval.planning import chunk_keys, row_predicate
 
 # The default `llmeval_files` patterns.
 is_jsonl_row = row_predicate(["*.jsonl"])

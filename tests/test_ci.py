@@ -150,7 +150,7 @@ def test_gate_check_exits_1_on_a_failed_gate(tmp_path: Path, capsys: pytest.Capt
 def test_progress_lines_in_long_runs(
     pytester: pytest.Pytester, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pytest_llmeval.plugin.PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr("pytest_llmeval.hooks.reporting.PROGRESS_SECONDS", 0.0)
     pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}") for i in range(3)]))
     args = [f"--base-model={tiny_model}", "-p", "no:cacheprovider", "-m", "not gate"]
     result = pytester.runpytest(*args)
@@ -165,7 +165,7 @@ def test_progress_lines_under_xdist(
     pytester: pytest.Pytester, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The controller writes whole lines between xdist's own output: one per finished row here."""
-    monkeypatch.setattr("pytest_llmeval.plugin.PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr("pytest_llmeval.hooks.reporting.PROGRESS_SECONDS", 0.0)
     pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}") for i in range(4)]))
     result = pytester.runpytest(
         f"--base-model={tiny_model}", "-p", "no:cacheprovider", "-m", "not gate", "-n", "2"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, jsonl, row
 
-from pytest_llmeval.__main__ import main
 from pytest_llmeval.ci.__main__ import main as ci_main
+from pytest_llmeval.cli import main
 
 SUBCOMMANDS = ("check", "report", "history", "compare", "convert")
 # The statuses each subcommand's --help lists: 1 only where there is a verdict to fail.

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_llmeval.sandbox import Isolation, Limits, Prefetched, RunResult, Sandbox, SandboxError, detect
+from pytest_llmeval.sandbox import Isolation, Prefetched, Sandbox, SandboxError, detect
+from pytest_llmeval.sandbox.runs import Limits, RunResult
 from pytest_llmeval.scorers.code_execution import (
     DEFAULT_STOP,
     DEFAULT_TEMPERATURE,

@@ -95,7 +95,7 @@ def rows(file: str, ids: str) -> list[str]:
 
 
 # Rows of two files (7 and 4 rows: chunks of 3, 3, 1 and of 3, 1), two plain tests, and the gates (last,
-# as plugin.py orders them).
+# as hooks/collection.py orders them).
 A = rows("a.jsonl", "r0 r1 r2 r3 r4 r5 r6")
 B = rows("sub/b.jsonl", "s0 s1 s2 s3")
 PLAIN = ["test_x.py::test_one", "test_x.py::test_two"]

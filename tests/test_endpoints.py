@@ -374,7 +374,7 @@ def test_a_server_failing_every_adapter_row_fails_the_gate_not_skips_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The case that went green on nothing: the probe answered, then HTTP 500 for every adapter generation."""
-    from pytest_llmeval.__main__ import main as cli
+    from pytest_llmeval.cli import main as cli
 
     pytester.makefile(".jsonl", bench=jsonl(rows()))
     server.fail_every_generation("lora-id", status(500, "the adapter is not loaded"))

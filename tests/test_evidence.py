@@ -16,7 +16,7 @@ import pytest
 from helpers import jsonl, row
 
 from pytest_llmeval import gates
-from pytest_llmeval.__main__ import main as cli
+from pytest_llmeval.cli import main as cli
 
 # A custom scorer that raises on the outputs of one model (the adapter says "boom"): the row errors.
 SCRIPT = """

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from test_fuzz_inputs import fuzz_settings, outcome, time_limit
 from test_peft_sft import CLOSE, document
 
-from pytest_llmeval.__main__ import main as cli
-from pytest_llmeval.results import ResultsFileError, read_results
+from pytest_llmeval.cli import main as cli
+from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 SCRIPT = "def evaluate(generated, expected):\n    return float(generated.strip() == expected)\n"
 INPUTS = ("bench.jsonl", "preds.jsonl", "score.py")

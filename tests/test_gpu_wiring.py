@@ -16,10 +16,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_llmeval.evaluator import Evaluator, RunOptions
+from pytest_llmeval.backends.local import LocalBackend
+from pytest_llmeval.evaluator import Evaluator
 from pytest_llmeval.models import ModelError, ModelSpec, resolve_device, resolve_dtype
+from pytest_llmeval.run_options import RunOptions
 
 FakeGpus = Callable[..., list[torch.device]]
+
+
+def local_backend(run: Evaluator) -> LocalBackend:
+    backend = run.backend()
+    assert isinstance(backend, LocalBackend)
+    return backend
 
 
 @pytest.fixture
@@ -102,11 +110,11 @@ def test_loaded_model_judge_and_embedder_share_the_workers_gpu(fake_gpus: FakeGp
     moved = fake_gpus(2)
     spec = ModelSpec(base_model=str(tiny_model), worker=3)
     run = Evaluator(options=RunOptions(spec=spec, judge_model=str(tiny_model)))
-    loaded = run.loaded()
+    loaded = local_backend(run).loaded()
     assert (loaded.device, loaded.dtype) == (torch.device("cuda", 1), torch.bfloat16)
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
     assert moved == [torch.device("cuda", 1)]
-    judge = run._model_named(str(tiny_model))
+    judge = run.shelf().named(str(tiny_model))
     assert judge is not loaded  # a model of its own...
     assert (judge.device, judge.dtype) == (loaded.device, loaded.dtype)  # ...on the same GPU
     assert moved == [torch.device("cuda", 1)]  # its weights load on first use
@@ -123,7 +131,7 @@ def test_loaded_model_judge_and_embedder_share_the_workers_gpu(fake_gpus: FakeGp
 def test_cpu_when_torch_sees_no_gpu(fake_gpus: FakeGpus, tiny_model: Path) -> None:
     moved = fake_gpus(0)
     run = Evaluator(options=RunOptions(spec=ModelSpec(base_model=str(tiny_model), worker=1)))
-    loaded = run.loaded()
+    loaded = local_backend(run).loaded()
     assert (loaded.device, loaded.dtype) == (torch.device("cpu"), torch.float32) and moved == []
 
 

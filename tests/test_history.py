@@ -14,7 +14,7 @@ import pytest
 from helpers import jsonl, row, without_clocks
 
 from pytest_llmeval import history
-from pytest_llmeval.__main__ import main
+from pytest_llmeval.cli import main
 from pytest_llmeval.records import BenchmarkInfo
 from pytest_llmeval.results import SCHEMA_VERSION, Baseline
 from pytest_llmeval.stats import compare_paired

@@ -6,7 +6,7 @@ Each run must end in a bounded time with results.json marked `complete: false` (
 exactly the rows pytest reported before the end, each of them whole (scored, not half-scored), and must leave
 nothing behind: no xdist worker, no sandboxed program, no spool or work folder in its TMPDIR.
 
-"During" is observed, not guessed: generation by a conftest that wraps Evaluator._generate and touches a file
+"During" is observed, not guessed: generation by a conftest that wraps Producer._generate and touches a file
 when a slow chunk starts; the sandboxed program by the name it gives itself once it runs (prctl PR_SET_NAME,
 seen in /proc/<pid>/comm), which also finds it if it outlives the run. The rows that finished before are read
 from the -v output.
@@ -237,9 +237,9 @@ import os
 import uuid
 from pathlib import Path
 
-from pytest_llmeval import evaluator
+from pytest_llmeval.evaluation import producer
 
-_original = evaluator.Evaluator._generate
+_original = producer.Producer._generate
 
 
 def _noted(self, nodeids):
@@ -255,11 +255,11 @@ def _noted(self, nodeids):
 
 
 def pytest_configure(config):
-    evaluator.Evaluator._generate = _noted
+    producer.Producer._generate = _noted
 
 
 def pytest_unconfigure(config):
-    evaluator.Evaluator._generate = _original
+    producer.Producer._generate = _original
 """
 
 

@@ -1,4 +1,5 @@
-"""The package's structure: no import cycles between its modules (issue 37).
+"""The package's structure: no import cycles between its modules, and one module that reads the options
+(issue 37).
 
 Every import counts, module level or inside a function: a lazy import still ties two modules together, and
 a cycle is where a change to one silently needs the other. Read from the source with ast (no import runs).
@@ -117,9 +118,94 @@ def test_the_cycle_check_sees_lazy_relative_and_package_imports(tmp_path: Path) 
     assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.sub.c", "pkg.sub.d"]]
 
 
+# The modules that may read pytest's parsed options, each with its reason. Every other module reads
+# config.stash[SETTINGS_KEY], built once at pytest_configure: an option has one parser and one check, and a
+# hook cannot read a raw value that configure refused or turned into something else (a path from the
+# invocation folder, a downloaded adapter). hooks/options.py declares the options and reads none.
+OPTION_READERS = {
+    # Settings.from_config: every option parsed and checked once; and rootdir_from_option, which reads
+    # pytest's own --rootdir, -c and positional arguments to ask how pytest chose its rootdir.
+    "pytest_llmeval.settings",
+}
+
+
+def option_reads(path: Path) -> list[str]:
+    """Where a module reads pytest's parsed options, as `line: source`: an attribute `.option` that is not
+    called (config.option, pytestconfig.option; a function named option is not an option read), a call of
+    `.getoption`, or getattr(..., "option")."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (
+            node.attr == "getoption" or (node.attr == "option" and id(node) not in called)
+        ):
+            found.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "option"
+        ):
+            found.append(node)
+    return sorted(f"{n.lineno}: {ast.get_source_segment(source, n)}" for n in found)
+
+
+def test_only_settings_reads_the_options() -> None:
+    readers = {name: reads for name, path in module_names(PACKAGE).items() if (reads := option_reads(path))}
+    outside = {name: reads for name, reads in readers.items() if name not in OPTION_READERS}
+    assert not outside, "read config.stash[SETTINGS_KEY] instead of the options:\n" + "\n".join(
+        f"{name}: {read}" for name, reads in sorted(outside.items()) for read in reads
+    )
+    # An exception no longer needed is taken out: it would let the next read in that module through.
+    assert set(readers) >= OPTION_READERS
+
+
+def test_the_option_check_sees_every_way_to_read_an_option(tmp_path: Path) -> None:
+    """The check itself: config.option, a pytestconfig's, getoption and getattr are found; a function that
+    happens to be called option is not."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f(config, session, judge):\n"
+        "    a = config.option.llmeval_seed\n"
+        "    b = session.config.getoption('--llmeval-seed')\n"
+        "    c = getattr(config, 'option')\n"
+        "    d = judge.option(config, 'runs')\n"
+        "    opt = config.option\n"
+    )
+    assert option_reads(module) == [
+        "2: config.option",
+        "3: session.config.getoption",
+        "4: getattr(config, 'option')",
+        "6: config.option",
+    ]
+
+
+def test_the_entry_point_imports_every_hook_and_fixture_of_hooks() -> None:
+    """pytest registers plugin.py alone (the pytest11 entry point) and finds hooks and fixtures among its
+    attributes: one defined in hooks/ and not imported there would never run."""
+    defined = set()
+    for path in sorted((PACKAGE / "hooks").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            fixture = any("fixture" in ast.unparse(d) for d in node.decorator_list)
+            if node.name.startswith("pytest_") or fixture:
+                defined.add(node.name)
+    plugin = ast.parse((PACKAGE / "plugin.py").read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for n in plugin.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "pytest_configure" in defined and "llm" in defined  # the hooks modules were read
+    assert defined == imported - {"annotations"}
+
+
 @pytest.mark.parametrize(
-    "name", ["pytest_llmeval.ci", "pytest_llmeval.ci.__main__", "pytest_llmeval.__main__"]
+    "name",
+    ["pytest_llmeval.ci", "pytest_llmeval.ci.__main__", "pytest_llmeval.__main__", "pytest_llmeval.cli"],
 )
 def test_the_command_line_modules_are_where_their_commands_run_them(name: str) -> None:
-    """`python -m pytest_llmeval` and `python -m pytest_llmeval.ci` find their modules."""
+    """`python -m pytest_llmeval`, `python -m pytest_llmeval.ci` and the console script (pytest_llmeval.cli)
+    find their modules."""
     assert name in module_names(PACKAGE)

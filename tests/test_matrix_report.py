@@ -1,4 +1,5 @@
-"""The interference matrix: its terminal table (formatting.matrix_lines) and its HTML heatmap (report.py)."""
+"""The interference matrix: its terminal table (formatting.matrix_lines) and its HTML heatmap
+(reporting/html_matrix.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from pytest_llmeval.formatting import (
     benchmark_labels,
     matrix_lines,
 )
-from pytest_llmeval.report import change_colour, html_report, text_colour
+from pytest_llmeval.reporting.html import html_report
+from pytest_llmeval.reporting.html_matrix import change_colour, text_colour
 
 GAIN, LOSS, NEUTRAL = "#2166ac", "#b35806", "#f7f7f7"
 HOSTILE_NAME = "<script>alert(1)</script>"
@@ -304,7 +306,7 @@ def between(colour: str, end: str) -> bool:
 
 
 def contrast(a: str, b: str) -> float:
-    """WCAG 2 contrast ratio, written here apart from report.py's so that the test is an independent check."""
+    """WCAG 2 contrast ratio, written here apart from html_matrix.py's: the test is an independent check."""
 
     def lum(colour: str) -> float:
         chans = [(c / 255 / 12.92) if c <= 10 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb(colour)]

@@ -1,5 +1,5 @@
-"""PEFT against SFT (peft_sft.py, `python -m pytest_llmeval compare`, assert_peft_vs_sft): the adaptation
-document's §5.1 ratio, §5.2 paired test, §6.2 report and §7.2 criteria.
+"""PEFT against SFT (reporting/peft_sft*.py, `python -m pytest_llmeval compare`, assert_peft_vs_sft): the
+adaptation document's §5.1 ratio, §5.2 paired test, §6.2 report and §7.2 criteria.
 
 The math on documents built by results.build_results from hand-made records (every number checked by
 hand), training logs written by hand in EvaluationCallback's JSONL format; one end-to-end run of the plugin
@@ -18,10 +18,10 @@ import pytest
 from helpers import build_tiny_model, jsonl, row
 
 import pytest_llmeval
-from pytest_llmeval import peft_sft
-from pytest_llmeval.__main__ import main
 from pytest_llmeval.assertions import assert_peft_vs_sft
+from pytest_llmeval.cli import main
 from pytest_llmeval.records import ADAPTER, BASE, BenchmarkInfo, RowRecord, row_record
+from pytest_llmeval.reporting import peft_sft, peft_sft_sides
 from pytest_llmeval.results import build_results
 from pytest_llmeval.stats import compare_paired
 
@@ -204,7 +204,7 @@ def bench(comparison: peft_sft.Comparison, name: str) -> peft_sft.BenchmarkCompa
 
 def test_ratios_follow_each_measures_direction() -> None:
     """Perplexity: lower is better, loss = PEFT/SFT - 1; score: higher is better, loss = 1 - PEFT/SFT."""
-    peft, sft = peft_sft.load_sides(document(FAR), sft_column="sft")
+    peft, sft = peft_sft_sides.load_sides(document(FAR), sft_column="sft")
     found = peft_sft.compare(peft, sft)
     ja, em = bench(found, "ja.jsonl"), bench(found, "em.jsonl")
     # Every text is 10 tokens: the corpus cross-entropy is the mean, 2.35 against 2.15.
@@ -224,7 +224,7 @@ def test_ratios_follow_each_measures_direction() -> None:
 
 
 def test_the_paired_test_is_compare_paired_on_the_shared_rows() -> None:
-    peft, sft = peft_sft.load_sides(document(FAR), sft_column="sft")
+    peft, sft = peft_sft_sides.load_sides(document(FAR), sft_column="sft")
     found = peft_sft.compare(peft, sft)
     ja_test = bench(found, "ja.jsonl")["paired_test"]
     em_test = bench(found, "em.jsonl")["paired_test"]
@@ -243,7 +243,7 @@ def test_only_rows_both_sides_scored_are_paired(tmp_path: Path) -> None:
     sft_doc = document({"em.jsonl": {BASE: [1.0, 1.0, 0.0, 0.0]}})
     # The SFT run errored on its last row: no score, no pair, and no part in its mean.
     sft_doc["benchmarks"][0]["rows"][3]["models"][BASE]["score"] = None
-    peft, sft = peft_sft.load_sides(peft_doc, sft_doc)
+    peft, sft = peft_sft_sides.load_sides(peft_doc, sft_doc)
     em = bench(peft_sft.compare(peft, sft), "em.jsonl")
     assert em["sft"] == pytest.approx(2 / 3) and em["peft"] == pytest.approx(0.75)
     assert em["paired_test"] is not None and em["paired_test"]["n"] == 3
@@ -251,21 +251,21 @@ def test_only_rows_both_sides_scored_are_paired(tmp_path: Path) -> None:
 
 def test_an_sft_score_of_zero_gives_no_ratio_and_no_loss() -> None:
     values = {"em.jsonl": {BASE: [0.0] * 4, ADAPTER: [1.0, 0.0, 0.0, 0.0], "sft": [0.0] * 4}}
-    found = peft_sft.compare(*peft_sft.load_sides(document(values)))
+    found = peft_sft.compare(*peft_sft_sides.load_sides(document(values)))
     em = bench(found, "em.jsonl")
     assert em["performance_ratio"] is None and em["performance_loss"] == 0.0
     assert em["reason"] is not None and "SFT scores 0" in em["reason"]
 
 
 def test_parameter_reduction_against_every_parameter_of_the_sft_model() -> None:
-    found = peft_sft.compare(*peft_sft.load_sides(document(CLOSE)))
+    found = peft_sft.compare(*peft_sft_sides.load_sides(document(CLOSE)))
     params = found["parameters"]
     # SFT trains the whole base: 1,591,456 parameters against the adapter's 896.
     assert params["sft_trainable_params"] == 1_591_456 and params["peft_trainable_params"] == 896
     assert params["parameter_reduction"] == pytest.approx(1 - 896 / 1_591_456)
     assert params["efficiency_gain"] == pytest.approx(1_591_456 / 896)
     assert criteria_of(found)["parameter_reduction"]["status"] == "pass"
-    given = peft_sft.compare(*peft_sft.load_sides(document(CLOSE)), sft_params=50_000)
+    given = peft_sft.compare(*peft_sft_sides.load_sides(document(CLOSE)), sft_params=50_000)
     assert given["parameters"]["parameter_reduction"] == pytest.approx(1 - 896 / 50_000)  # 98.2%
     assert criteria_of(given)["parameter_reduction"]["status"] == "fail"
 
@@ -275,7 +275,7 @@ def test_memory_time_and_convergence_from_the_training_logs(tmp_path: Path) -> N
     sft_log = callback_log(
         tmp_path / "sft.jsonl", evals=GOOD_EVALS, seconds=100.0, peak=("peak_rss_bytes", 10 * 2**30)
     )
-    sides = peft_sft.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
+    sides = peft_sft_sides.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
     found = peft_sft.compare(*sides)
     judged = criteria_of(found)
     assert found["memory"]["saving"] == pytest.approx(0.6) and found["memory"]["peak"] == "peak_rss_bytes"
@@ -301,7 +301,7 @@ def test_time_per_step_times_steps_when_the_total_is_missing(tmp_path: Path) -> 
     peft_log.write_text(text, encoding="utf-8")
     sft_log = callback_log(tmp_path / "sft.jsonl", evals=GOOD_EVALS, seconds=100.0)
     time = peft_sft.compare(
-        *peft_sft.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
+        *peft_sft_sides.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
     )["training_time"]
     assert time["peft_s"] == pytest.approx(50.0) and time["peft_source"] == "time_per_step_s x 200 steps"
     assert time["reduction"] == pytest.approx(0.5)
@@ -334,14 +334,14 @@ def test_what_a_training_log_cannot_tell(
 ) -> None:
     peft_log = callback_log(tmp_path / "peft.jsonl", **peft_kwargs)
     sft_log = callback_log(tmp_path / "sft.jsonl", **{"evals": GOOD_EVALS, **sft_kwargs})
-    sides = peft_sft.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
+    sides = peft_sft_sides.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=sft_log)
     found = criteria_of(peft_sft.compare(*sides))[criterion]
     assert found["status"] == status and reason in found["reason"]
     assert (found["measured"] is None) == (status == "not measured")
 
 
 def test_without_training_logs_those_criteria_are_not_measured() -> None:
-    found = peft_sft.compare(*peft_sft.load_sides(document(CLOSE)))
+    found = peft_sft.compare(*peft_sft_sides.load_sides(document(CLOSE)))
     judged = criteria_of(found)
     for name in ("memory_saving", "time_reduction", "stable_convergence"):
         assert judged[name]["status"] == "not measured"
@@ -361,7 +361,9 @@ def test_a_trainer_state_json_gives_time_but_no_peak(tmp_path: Path) -> None:
     (tmp_path / "sft" / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
     peft_log = callback_log(tmp_path / "peft.jsonl", evals=GOOD_EVALS, seconds=60.0)
     found = peft_sft.compare(
-        *peft_sft.load_sides(document(CLOSE), peft_training_log=peft_log, sft_training_log=tmp_path / "sft")
+        *peft_sft_sides.load_sides(
+            document(CLOSE), peft_training_log=peft_log, sft_training_log=tmp_path / "sft"
+        )
     )
     assert found["training_time"]["sft_s"] == 80.0 and found["training_time"]["reduction"] == pytest.approx(
         0.25
@@ -376,7 +378,7 @@ def test_japanese_fluency_is_judged_on_the_japanese_perplexity_benchmarks_only()
         **CLOSE,
         "en.jsonl": {BASE: [3.0] * 4, ADAPTER: [2.3] * 4, "sft": [2.0] * 4},
     }
-    found = peft_sft.compare(*peft_sft.load_sides(document(values)))
+    found = peft_sft.compare(*peft_sft_sides.load_sides(document(values)))
     assert bench(found, "ja.jsonl")["japanese"] and not bench(found, "en.jsonl")["japanese"]
     assert not bench(found, "em.jsonl")["japanese"]
     judged = criteria_of(found)
@@ -385,7 +387,7 @@ def test_japanese_fluency_is_judged_on_the_japanese_perplexity_benchmarks_only()
     assert judged["performance_loss"]["status"] == "fail"
     assert judged["performance_loss"]["measured"] == pytest.approx(math.exp(0.3) - 1)
     no_japanese = {"em.jsonl": CLOSE["em.jsonl"]}
-    alone = criteria_of(peft_sft.compare(*peft_sft.load_sides(document(no_japanese))))
+    alone = criteria_of(peft_sft.compare(*peft_sft_sides.load_sides(document(no_japanese))))
     assert alone["japanese_fluency"]["status"] == "not measured"
 
 
@@ -394,7 +396,7 @@ def test_a_benchmark_whose_content_changed_is_not_compared() -> None:
     sft_doc = document(
         {k: {BASE: v["sft"]} for k, v in FAR.items()}, hashes={"em.jsonl": "sha256:" + "1" * 64}
     )
-    found = peft_sft.compare(*peft_sft.load_sides(peft_doc, sft_doc))
+    found = peft_sft.compare(*peft_sft_sides.load_sides(peft_doc, sft_doc))
     em = bench(found, "em.jsonl")
     assert not em["comparable"] and em["paired_test"] is None and em["performance_loss"] is None
     assert em["reason"] is not None and "never compared" in em["reason"]
@@ -409,14 +411,14 @@ def test_a_benchmark_whose_content_changed_is_not_compared() -> None:
 
 def test_columns_by_default_and_by_name() -> None:
     both = document(CLOSE)
-    peft, sft = peft_sft.load_sides(both)
+    peft, sft = peft_sft_sides.load_sides(both)
     assert (peft.column.column, sft.column.column) == (ADAPTER, "sft")
     assert peft.parameter_efficiency == PARAMS and sft.parameter_efficiency is None
-    named, _ = peft_sft.load_sides(both, peft_column="lora", sft_column="sft")
+    named, _ = peft_sft_sides.load_sides(both, peft_column="lora", sft_column="sft")
     assert named.column.column == ADAPTER
     # Two files: the SFT run evaluated its model as the base.
     sft_only = document({k: {BASE: v["sft"]} for k, v in CLOSE.items()})
-    _, base = peft_sft.load_sides(both, sft_only)
+    _, base = peft_sft_sides.load_sides(both, sft_only)
     assert base.column.column == BASE and base.column.kind == "base"
 
 
@@ -433,16 +435,16 @@ def test_columns_that_cannot_be_told(
 ) -> None:
     peft_doc = document(CLOSE)
     sft_doc = None if sft_values is None else document({"em.jsonl": sft_values})
-    with pytest.raises(peft_sft.PeftSftError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        peft_sft.load_sides(peft_doc, sft_doc, **options)
+    with pytest.raises(peft_sft_sides.PeftSftError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        peft_sft_sides.load_sides(peft_doc, sft_doc, **options)
 
 
 def test_one_file_without_a_model_column_says_what_to_do() -> None:
     peft_doc = document({"em.jsonl": {BASE: [0.0] * 4, ADAPTER: [1.0] * 4}})
     with pytest.raises(
-        peft_sft.PeftSftError, match=r"no model column to compare adapter with.*--llmeval-model"
+        peft_sft_sides.PeftSftError, match=r"no model column to compare adapter with.*--llmeval-model"
     ):
-        peft_sft.load_sides(peft_doc)
+        peft_sft_sides.load_sides(peft_doc)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -616,8 +618,10 @@ def test_a_real_run_compares_in_one_file_and_in_two(
     both = json.loads((pytester.path / "both.json").read_text(encoding="utf-8"))
     alone = json.loads((pytester.path / "sft.json").read_text(encoding="utf-8"))
 
-    one = peft_sft.compare(*peft_sft.load_sides(pytester.path / "both.json"))
-    two = peft_sft.compare(*peft_sft.load_sides(pytester.path / "both.json", pytester.path / "sft.json"))
+    one = peft_sft.compare(*peft_sft_sides.load_sides(pytester.path / "both.json"))
+    two = peft_sft.compare(
+        *peft_sft_sides.load_sides(pytester.path / "both.json", pytester.path / "sft.json")
+    )
     assert one["sft"]["column"] == "sft" and two["sft"]["column"] == BASE
     block = next(b for b in both["benchmarks"] if b["benchmark_file"] == "ja.jsonl")["perplexity"]
     sft_block = next(b for b in alone["benchmarks"] if b["benchmark_file"] == "ja.jsonl")["perplexity"]
@@ -704,7 +708,7 @@ def test_the_run_itself_compares_with_llmeval_peft_vs_sft(
         assert criteria["parameter_reduction"]["status"] == reduction
         assert criteria["memory_saving"]["status"] == "not measured"  # no training logs in this run
         assert doc["peft_vs_sft"]["sft"]["column"] == "sft"
-        assert doc["peft_vs_sft"] == peft_sft.compare(*peft_sft.load_sides(doc))
+        assert doc["peft_vs_sft"] == peft_sft.compare(*peft_sft_sides.load_sides(doc))
         failed = peft_sft.primary_failed(doc["peft_vs_sft"])
         assert ("parameter_reduction" in failed) == (reduction == "fail")
         assert result.ret == (pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK)

@@ -20,7 +20,9 @@ from pytest_llmeval.records import (
     SideRecord,
     row_record,
 )
-from pytest_llmeval.results import (
+from pytest_llmeval.scorers import perplexity as scorer
+from pytest_llmeval.stats import compare_paired
+from pytest_llmeval.summaries import (
     DEFAULT_COMPOSITE_WEIGHTS,
     composite_score,
     composite_summary,
@@ -28,8 +30,6 @@ from pytest_llmeval.results import (
     perplexity_score,
     perplexity_summary,
 )
-from pytest_llmeval.scorers import perplexity as scorer
-from pytest_llmeval.stats import compare_paired
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""report.py: the spot check's selection and Markdown, the HTML page's structure, a real browser's render."""
+"""reporting/ (spot_check.py, html.py, summary.py): the spot check's selection and Markdown, the HTML page's
+structure, a real browser's render."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import pytest
 
 from pytest_llmeval import formatting
 from pytest_llmeval.benchmark import Case
-from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE
+from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, md_block, md_escape
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -38,16 +39,14 @@ from pytest_llmeval.records import (
     gate_record,
     row_record,
 )
-from pytest_llmeval.report import (
+from pytest_llmeval.reporting.html import html_report
+from pytest_llmeval.reporting.spot_check import (
     SELECTION_RULE,
     SpotCheckPick,
-    html_report,
-    md_block,
-    md_escape,
     select_spot_check,
     spot_check_markdown,
-    summary_lines,
 )
+from pytest_llmeval.reporting.summary import summary_lines
 from pytest_llmeval.results import Baseline, Previous, build_results
 
 DATA = Path(__file__).parent / "data"

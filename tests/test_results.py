@@ -1,7 +1,7 @@
 """Unit tests and hypothesis properties of results.py: aggregation, the results.json document, atomic write.
 
 Every document built here from scored rows is also validated against the LocoLLM standard's schema.
-(The terminal summary, summary_lines, lives in report.py and is tested in test_report.py.)
+(The terminal summary, summary_lines, lives in reporting/summary.py and is tested in test_report.py.)
 """
 
 from __future__ import annotations
@@ -37,19 +37,11 @@ from pytest_llmeval.records import (
     gate_record,
     row_record,
 )
-from pytest_llmeval.results import (
-    COMPOSITE_MIN_WEIGHT,
-    SCHEMA_VERSION,
-    build_results,
-    comparison_blocks,
-    composite_score,
-    perplexity_score,
-    summarize,
-    write_atomic,
-)
+from pytest_llmeval.results import SCHEMA_VERSION, build_results, comparison_blocks, write_atomic
 from pytest_llmeval.scorers import Score, bleu
 from pytest_llmeval.scorers import perplexity as perplexity_scorer
 from pytest_llmeval.stats import compare_paired
+from pytest_llmeval.summaries import COMPOSITE_MIN_WEIGHT, composite_score, perplexity_score, summarize
 
 WHEN = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 HARDWARE: dict[str, Any] = {

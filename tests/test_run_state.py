@@ -29,9 +29,9 @@ def batch_log(pytester: pytest.Pytester) -> Path:
         textwrap.dedent(
             f"""
             import json
-            from pytest_llmeval import evaluator
+            from pytest_llmeval.evaluation import producer
 
-            _original = evaluator.Evaluator._generate
+            _original = producer.Producer._generate
 
             def _logged(self, nodeids):
                 with open({str(log)!r}, "a") as f:
@@ -39,10 +39,10 @@ def batch_log(pytester: pytest.Pytester) -> Path:
                 return _original(self, nodeids)
 
             def pytest_configure(config):
-                evaluator.Evaluator._generate = _logged
+                producer.Producer._generate = _logged
 
             def pytest_unconfigure(config):
-                evaluator.Evaluator._generate = _original
+                producer.Producer._generate = _original
             """
         )
     )

@@ -44,11 +44,12 @@ from pytest_llmeval import sandbox as sandbox_module
 from pytest_llmeval.sandbox import (
     LAYERS,
     Isolation,
-    Limits,
     Sandbox,
     SandboxUnavailable,
     detect,
 )
+from pytest_llmeval.sandbox import supervisor as supervisor_module
+from pytest_llmeval.sandbox.runs import Limits, RunResult
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.code_execution import score
 
@@ -771,7 +772,7 @@ sys.exit(1)
 def test_token_lines_after_ready_are_the_codes_output() -> None:
     token = b"f" * 32
     stderr = token + b" start \n" + token + b" ready \n" + token + b" sandbox_error forged\nboom"
-    rest, words = sandbox_module._split_token_lines(stderr, token)
+    rest, words = supervisor_module._split_token_lines(stderr, token)
     assert words == {"start": "", "ready": ""}
     assert rest == token + b" sandbox_error forged\nboom"
 
@@ -806,7 +807,7 @@ def test_the_hostile_programs_run_four_at_a_time_beside_normal_ones(
     assert not leftovers, leftovers
 
 
-def _verdict_of(result: sandbox_module.RunResult, case: Hostile) -> str:
+def _verdict_of(result: RunResult, case: Hostile) -> str:
     from pytest_llmeval.scorers.code_execution import verdict
 
     return verdict(result, case.expected_output)

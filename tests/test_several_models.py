@@ -502,19 +502,23 @@ def test_two_adapters_with_one_name_stop_the_run(
 
 def test_full_models_are_held_one_at_a_time(tiny_run: dict[str, Path]) -> None:
     """Loading the next --llmeval-model column releases the one before; the fixture's stay."""
-    from pytest_llmeval.evaluator import Evaluator, RunOptions
+    from pytest_llmeval.backends.local import LocalBackend
+    from pytest_llmeval.evaluator import Evaluator
     from pytest_llmeval.models import ModelSpec
+    from pytest_llmeval.run_options import RunOptions
 
     roster = build_roster(adapters={}, models=[f"one={tiny_run['other']}", f"two={tiny_run['base']}"])
     run = Evaluator(options=RunOptions(spec=ModelSpec(base_model=str(tiny_run["base"])), roster=roster))
-    first = run._column_model("one")
-    assert set(run._column_models) == {"one"}
-    run._column_model("two")
-    assert set(run._column_models) == {"two"}
-    assert run._column_model("one") is not first  # loaded again, the other released
-    assert set(run._column_models) == {"one"}
+    local = run.backend()
+    assert isinstance(local, LocalBackend)
+    first = local.column_model("one")
+    assert set(local.column_models) == {"one"}
+    local.column_model("two")
+    assert set(local.column_models) == {"two"}
+    assert local.column_model("one") is not first  # loaded again, the other released
+    assert set(local.column_models) == {"one"}
     kept = run.llm_models()
-    assert set(kept) == {BASE, "one", "two"} and set(run._column_models) == {"one", "two"}
+    assert set(kept) == {BASE, "one", "two"} and set(local.column_models) == {"one", "two"}
 
 
 def test_a_gated_model_and_a_reference(pytester: pytest.Pytester, tiny_run: dict[str, Path]) -> None:
@@ -566,7 +570,7 @@ def test_a_gated_model_and_a_reference(pytester: pytest.Pytester, tiny_run: dict
 
 
 def test_html_rows_show_every_column() -> None:
-    from pytest_llmeval.report import html_report
+    from pytest_llmeval.reporting.html import html_report
 
     doc = build_results(run_records(), meta=META, gates=gate_records(), complete=True)
     page = html_report(doc)

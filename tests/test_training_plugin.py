@@ -24,7 +24,8 @@ from test_training_log import benchmark_inputs, curve, examples
 
 from pytest_llmeval import gates
 from pytest_llmeval.formatting import training_summary
-from pytest_llmeval.report import html_report, summary_lines
+from pytest_llmeval.reporting.html import html_report
+from pytest_llmeval.reporting.summary import summary_lines
 from pytest_llmeval.results import MAX_CURVE_POINTS, training_entry
 from pytest_llmeval.training import LOG_NAME, STATE_NAME, TrainingLog, analyse, downsample, read_log
 

@@ -3,8 +3,9 @@
     python tools/gen_options_doc.py          # (re)write docs/reference/options.md
     python tools/gen_options_doc.py --check  # exit 1, saying so, when the committed page differs
 
-The options come from calling `pytest_llmeval.plugin.pytest_addoption` on a fresh pytest `Parser`: the same
-call pytest makes, so every option and ini value the plugin registers is on the page, with the help text
+The options come from calling `pytest_llmeval.plugin.pytest_addoption` (declared in
+pytest_llmeval/hooks/options.py, re-exported by the entry point) on a fresh pytest `Parser`: the same call
+pytest makes, so every option and ini value the plugin registers is on the page, with the help text
 `pytest --help` prints. tests/test_docs.py runs the check.
 """
 

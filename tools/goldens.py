@@ -43,7 +43,12 @@ DEMO = ["--adapter=adapters/date-iso", "--adapter=adapters/sentiment", "benchmar
 _WORKER_FIELDS = ("cost.caps.workers", "inference_config.workers", "inference_config.xdist")
 _CACHE_FIELDS = ("cost.", "inference_config.cache", "inference_config.weights_loaded")
 # Fields that hold clocks, rates or memory peaks: they differ between two runs of the same code.
-_VOLATILE = re.compile(r"(^timestamp$|_s$|_seconds$|per_s$|per_second|^rows_per|peak|memory|rss)")
+_VOLATILE = re.compile(r"(^timestamp$|_s$|_seconds$|per_s$|per_second|^rows_per|peak|memory|rss|^date$)")
+# Strings that name where this run happened: the scenario's temporary folder, the local server's port.
+_PLACES = (
+    (re.compile(r"/tmp/llmeval-golden-[\w-]+?-[a-z0-9_]{8}"), "{tmp}"),
+    (re.compile(r"http://127\.0\.0\.1:\d+"), "{url}"),
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,9 @@ def normalized(value: Any) -> Any:
         return {k: normalized(v) for k, v in value.items() if not _VOLATILE.search(str(k))}
     if isinstance(value, list):
         return [normalized(v) for v in value]
+    if isinstance(value, str):
+        for where, placeholder in _PLACES:
+            value = where.sub(placeholder, value)
     return value
 
 
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED {scenario.name}: no golden at {golden} (capture first)")
             failed += 1
             continue
-        found = list(differences(json.loads(golden.read_text(encoding="utf-8")), document))
+        found = list(differences(normalized(json.loads(golden.read_text(encoding="utf-8"))), document))
         if found:
             print(
                 f"FAILED {scenario.name}: {len(found)} field(s) differ from {golden}:\n  "

@@ -42,7 +42,7 @@ MUTANTS = (
     Mutant(
         name="scheduler-off",
         file="pytest_llmeval/distribution.py",
-        old='        if config.option.dist != "load":\n            return None',
+        old='        if config.stash[SETTINGS_KEY].dist != "load":\n            return None',
         new="        return None",
         tests=("tests/test_distribution.py",),
         why="xdist's default scheduler instead of whole chunks per worker",
@@ -102,7 +102,7 @@ MUTANTS = (
     ),
     Mutant(
         name="strict-detection-fails",
-        file="pytest_llmeval/sandbox.py",
+        file="pytest_llmeval/sandbox/__init__.py",
         old='def detect(mode: str = "auto") -> Isolation:\n',
         new=(
             'def detect(mode: str = "auto") -> Isolation:\n'
@@ -114,11 +114,27 @@ MUTANTS = (
     ),
     Mutant(
         name="rows-by-suffix",
-        file="pytest_llmeval/evaluator.py",
+        file="pytest_llmeval/planning.py",
         old='        return name == "" or any(fnmatch.fnmatch(name, p) for p in patterns)',
         new='        return name == "" or name.endswith(".jsonl")',
         tests=("tests/test_run_state.py::test_rows_of_any_file_pattern_generate_in_batches",),
         why="rows recognised by a .jsonl suffix: *.ndjson rows run one per batch under -n",
+    ),
+    Mutant(
+        name="served-bypasses-cache",
+        file="pytest_llmeval/backends/served.py",
+        old="        served = self._probed()[self.model_id(column)]\n",
+        new="        return None\n        served = self._probed()[self.model_id(column)]\n",
+        tests=("tests/test_endpoints.py::test_served_outputs_are_cached",),
+        why="served text skips the generation cache wrapper: every re-run asks the servers again",
+    ),
+    Mutant(
+        name="capability-table-wrong",
+        file="pytest_llmeval/backends/__init__.py",
+        old='    "served": {None: "generate", "judge": "generate"},',
+        new='    "served": {None: "generate", "judge": "generate", "choices": "loglikelihood"},',
+        tests=("tests/test_endpoints.py::test_log_likelihood_rows_skip_with_the_reason",),
+        why="a served backend said to measure options: multiple-choice rows error instead of skipping",
     ),
     Mutant(
         name="no-lost-markers",

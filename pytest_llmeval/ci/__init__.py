@@ -2,8 +2,8 @@
 
 Pure: no pytest, no torch. plugin.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
 annotations when $GITHUB_ACTIONS is set. The gate check (`pytest-llmeval check`, failed_gates) is a
-subcommand of the command line (pytest_llmeval/__main__.py); `python -m pytest_llmeval.ci check` stays as
-its alias, in ci/__main__.py (apart: the command line imports this module, never the other way round).
+subcommand of the command line (pytest_llmeval/cli/check.py); `python -m pytest_llmeval.ci check` stays
+as its alias, in ci/__main__.py (apart: the command line imports this module, never the other way round).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from pytest_llmeval.__main__ import main as cli
+from pytest_llmeval.cli import main as cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pytest_llmeval.sandbox import Limits, RunResult, Sandbox, SandboxError
+from pytest_llmeval.sandbox import Sandbox, SandboxError
+from pytest_llmeval.sandbox.runs import Limits, RunResult
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe

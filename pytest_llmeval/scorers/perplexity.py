@@ -4,7 +4,7 @@ Nothing is generated: the evaluator measures the text with the model (adapter of
 pytest_llmeval.perplexity and hands the numbers here. A row's Score.value is 1.0 when the perplexity is at
 or below `threshold`, else 0.0, so a benchmark's score is the fraction of its texts within the bound; the
 token-weighted corpus perplexity and the paired comparison of per-text cross-entropy are in results.json
-(results.perplexity_summary).
+(summaries.perplexity_summary).
 
 evaluation_config:
 - threshold (required): the highest acceptable perplexity.

@@ -1,8 +1,8 @@
 """The plugin's command-line options and ini values, declared in `pytest --help` groups by concern (models,
 endpoint, generation, prompts, selection, gates, training, measures, budget, outputs), with the parsers
 that check each value as it is read: a value out of range is pytest's usage error naming the option,
-before anything runs. plugin.py's pytest_addoption calls add_options; tools/gen_options_doc.py writes
-docs/reference/options.md from the same call.
+before anything runs. pytest_addoption (re-exported by plugin.py) calls add_options; tools/gen_options_doc.py
+writes docs/reference/options.md from the same call. settings.py reads the values, once.
 """
 
 from __future__ import annotations
@@ -113,6 +113,10 @@ def _path(value: str) -> Path:
 
 _path.__name__ = "path"
 _positive_int.__name__ = "positive integer"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)  # declared below, grouped by concern
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -1,0 +1,541 @@
+"""Columns on weights in this process: the base with every adapter on one set of weights (peft toggles
+them: `LoadedModel.active`), an adapter whose tokenizer added tokens on weights of its own, and each full
+model (--llmeval-model), held one at a time. It implements the whole protocol (base.Backend): generation,
+the options' log-likelihoods and rolling perplexity, the judge and fluency on its models.
+
+No torch at import: models.py, generation.py and measures.py are imported where used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmeval.backends import Source, capabilities
+from pytest_llmeval.backends.base import (
+    BackendError,
+    Columns,
+    GenRequest,
+    JudgeRuns,
+    MeasureRequest,
+    Prompted,
+    Result,
+    RowPrompt,
+)
+from pytest_llmeval.cache import FileIndex, adapter_files, fingerprint_files, identify, model_files
+from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata
+from pytest_llmeval.planning import completion_mode
+from pytest_llmeval.records import BASE, FluencyRecord, variant_of
+from pytest_llmeval.roster import Roster
+
+if TYPE_CHECKING:
+    from pytest_llmeval.benchmark import Case
+    from pytest_llmeval.cache import ModelIdentity
+    from pytest_llmeval.costs import Price
+    from pytest_llmeval.run_options import RunOptions
+
+
+def adapter_of(column: str) -> str | None:
+    """The adapter a column runs with on the shared weights: None for the base and its variants."""
+    return None if column == BASE or variant_of(column) else column
+
+
+class ModelShelf:
+    """Models other than the columns (a judge's, a fluency scorer's), loaded by name once."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.models: dict[str, LoadedModel] = {}
+
+    def named(self, name: str) -> LoadedModel:
+        if name not in self.models:
+            from pytest_llmeval import models
+
+            spec = self.spec
+            self.models[name] = models.load(
+                ModelSpec(
+                    base_model=name,
+                    device=spec.device,
+                    dtype=spec.dtype,
+                    threads=spec.threads,
+                    worker=spec.worker,
+                )
+            )
+        return self.models[name]
+
+
+class LocalBackend:
+    """Every column on weights in this process (base.Backend)."""
+
+    source: Source = "local"
+    kind = "transformers"  # results.json's `backend`
+    capabilities = capabilities("local")
+    metered = True
+    shapes_output = True
+
+    def __init__(
+        self, options: RunOptions, roster: Roster, columns: Sequence[str], shelf: ModelShelf
+    ) -> None:
+        self.options = options
+        self.roster = roster
+        self.columns = list(columns)
+        self.shelf = shelf
+        self._loaded: LoadedModel | None = None
+        self._load_error: ModelError | None = None
+        self.column_models: dict[str, LoadedModel] = {}  # --llmeval-model columns held now
+        self._column_errors: dict[str, str] = {}  # own-weights columns that cannot load
+        self._kept: set[str] = set()  # held for the llm_models fixture
+        self.load_s: dict[str, float] = {}  # loading seconds of released column models
+        # Each own-weights column's provenance, taken when it loads: it may be released since.
+        self._column_provenance: dict[str, dict[str, Any]] = {}
+        self._shared_identity: ModelIdentity | None = None
+        self._identities: dict[str, ModelIdentity] = {}
+        self._fingerprints: dict[str, str | None] = {}
+
+    # --- the weights -------------------------------------------------------------------------------------
+
+    def loaded(self) -> LoadedModel:
+        """The shared weights, loaded on first use; a failed load is remembered, not retried for every row."""
+        if self._load_error is not None:
+            raise self._load_error
+        if self._loaded is None:
+            from pytest_llmeval import models
+
+            try:
+                self._loaded = models.load(self.options.spec)
+            except ModelError as exc:
+                self._load_error = exc
+                raise
+        return self._loaded
+
+    @property
+    def shared(self) -> LoadedModel | None:
+        """The shared weights if this process loaded them (their tokenizer at least), else None."""
+        return self._loaded
+
+    def model_columns(self) -> list[str]:
+        """The columns on weights of their own (column_model): the adapters whose tokenizer added tokens
+        (known once the model is loaded), then the --llmeval-model columns, in the order given."""
+        apart = [] if self._loaded is None else [c for c in self.columns if c in self._loaded.apart]
+        return apart + [m.side for m in self.roster.models]
+
+    def column_model(self, side: str, *, keep: bool = False) -> LoadedModel:
+        """The weights of a column with weights of its own: a --llmeval-model, or an adapter whose tokenizer
+        added tokens. Held one at a time: loading the next releases the others, so a 7B model and two small
+        ones never sit on one GPU together (keep: a fixture holds it for good)."""
+        if side in self._column_errors:
+            raise ModelError(self._column_errors[side])
+        if side not in self.column_models:
+            from pytest_llmeval import models
+
+            for other in [o for o in self.column_models if o not in self._kept]:
+                released = self.column_models.pop(other)
+                self.load_s[other] = self.load_s.get(other, 0.0) + released.load_seconds
+                on_cuda = released.device.type == "cuda"
+                del released  # the last reference: the weights go now, before the cache is emptied
+                if on_cuda:
+                    import torch
+
+                    torch.cuda.empty_cache()
+            member = self.roster.member(side)
+            spec = self.options.spec
+            try:
+                if member.kind == "adapter":  # one whose tokenizer added tokens (models.load_apart)
+                    self.column_models[side] = models.load_apart(spec, side)
+                else:
+                    self.column_models[side] = models.load(
+                        ModelSpec(
+                            base_model=member.source,
+                            device=spec.device,
+                            dtype=spec.dtype,
+                            threads=spec.threads,
+                            worker=spec.worker,
+                        ),
+                        option=f"--llmeval-model {member.name}",
+                    )
+            except ModelError as exc:
+                self._column_errors[side] = str(exc)
+                raise
+            provenance: dict[str, Any] = {}
+            self.provenance(provenance, side)
+            self._column_provenance[side] = provenance
+        if keep:
+            self._kept.add(side)
+        return self.column_models[side]
+
+    def model_of(self, column: str) -> LoadedModel:
+        """The weights (or the tokenizer view of them) a column runs on. A column on weights of its own that
+        cannot load is BackendError (its rows fail, with why); the shared weights' ModelError is raised as
+        it is: every row needs them, and the plugin stops the run (items.CaseItem.runtest)."""
+        if column in self.model_columns():
+            try:
+                return self.column_model(column)
+            except ModelError as exc:
+                raise BackendError(str(exc)) from None
+        return self.loaded().for_column(adapter_of(column))
+
+    # --- the protocol ------------------------------------------------------------------------------------
+
+    def groups(self, columns: Sequence[str], same_prompt: Callable[[str, str], bool]) -> list[list[str]]:
+        """The shared weights' columns prompted alike with its tokenizer share a group (one per distinct
+        prompt); an adapter with a tokenizer of its own, and each column on weights of its own, go alone."""
+        loaded = self.loaded()
+        own = self.model_columns()
+        shared = [c for c in columns if c not in own]
+        groups: list[list[str]] = []
+        for c in [c for c in shared if loaded.for_column(adapter_of(c)) is loaded]:
+            group = next((g for g in groups if same_prompt(c, g[0])), None)
+            if group is None:
+                groups.append([c])
+            else:
+                group.append(c)
+        groups += [[c] for c in shared if loaded.for_column(adapter_of(c)) is not loaded]
+        return groups + [[c] for c in own if c in columns]
+
+    def prompt(self, columns: Sequence[str], rows: Sequence[RowPrompt]) -> dict[str, Prompted | str]:
+        """Each row's prompt rendered with the group's tokenizer and fitted to its context with `room`
+        tokens after it (--llmeval-context-overflow); a row that cannot fit gets why. Only the shared
+        tokenizer's cuts are reported as the row's (truncated): they are the base's prompt."""
+        from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
+        from pytest_llmeval.prompts import PromptError
+
+        loaded = self.model_of(columns[0])
+        own = loaded is self._loaded
+        context = context_length(loaded.config, loaded.tokenizer) or 2**62
+        out: dict[str, Prompted | str] = {}
+        for row in rows:
+            case = row.case
+            if row.room is None:  # room after the prompt for the longest option: each follows the same prompt
+                reserved = "the longest choice"
+                room = max(
+                    len(loaded.tokenizer(c, add_special_tokens=False)["input_ids"])
+                    for c in case.evaluation_config["choices"]
+                )
+            else:
+                reserved, room = "max_new_tokens", row.room
+
+            def render(
+                text: str, case: Case = case, tok: Any = loaded.tokenizer, row: RowPrompt = row
+            ) -> str:
+                if completion_mode(case):
+                    return raw_prompt(tok, text)
+                return build_prompt(
+                    tok,
+                    case.instruction,
+                    text,
+                    system=row.spec.system,
+                    examples=list(row.examples),
+                    template=row.spec.template,
+                )
+
+            try:
+                prompt, truncated = fit_text(
+                    loaded.tokenizer,
+                    render,
+                    case.input,
+                    max_new_tokens=room,
+                    context=context,
+                    policy=self.options.context_overflow,
+                    reserved=reserved,
+                )
+            except (ValueError, PromptError) as exc:
+                out[row.node] = f"{row.where}: {exc}" if own else f"{row.where}: {exc} ({loaded.label})"
+                continue
+            out[row.node] = Prompted(prompt=prompt, shown=prompt, truncated=truncated if own else None)
+        return out
+
+    def generate(self, column: str, requests: Sequence[GenRequest]) -> list[Result]:
+        """One batch through generation.generate, the column's adapter on (greedy, or sampled at the
+        requests' one temperature, each with its seed); the tokens each request read and wrote."""
+        from pytest_llmeval.generation import Sampling, Tokens, generate
+
+        loaded = self.model_of(column)
+        sampled = [r.sampled for r in requests]
+        counts = Tokens()
+        try:
+            with loaded.active(adapter_of(column)):
+                texts = generate(
+                    loaded.model,
+                    loaded.tokenizer,
+                    [r.prompted.prompt for r in requests],
+                    max_new_tokens=[r.limit for r in requests],
+                    batch_size=len(requests),
+                    token_budget=self.options.token_budget,
+                    sampling=None
+                    if sampled[0] is None
+                    else Sampling(temperature=sampled[0][0], seeds=[s[1] for s in sampled if s is not None]),
+                    strip=False,
+                    counts=counts,
+                )
+        except ModelError as exc:  # the weights did not load (on the first cache miss): no row can run
+            raise BackendError(str(exc)) from None
+        except Exception:  # out of memory, say: release what the failed forward held before the halves
+            if loaded.device.type == "cuda":
+                import torch
+
+                torch.cuda.empty_cache()
+            raise
+        return [
+            Result(value=text, tokens=(read, wrote))
+            for text, read, wrote in zip(texts, counts.prompt, counts.generated, strict=True)
+        ]
+
+    def loglikelihood(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
+        """Every option's log-likelihood after each row's prompt, every column of the group in one call."""
+        from pytest_llmeval.measures import choice_likelihoods
+
+        loaded = self.model_of(columns[0])
+        prompts = [r.prompted.prompt for r in requests if r.prompted is not None]
+        try:
+            measured = choice_likelihoods(
+                loaded, [r.row.case for r in requests], columns=list(columns), prompts=prompts
+            )
+        except ModelError as exc:
+            raise BackendError(str(exc)) from None
+        return {c: [Result(value=v, tokens=(None, None)) for v in values] for c, values in measured.items()}
+
+    def loglikelihood_rolling(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
+        """The perplexity of each row's text under every column of the group; a window's rows share calls."""
+        from pytest_llmeval.measures import text_perplexities
+        from pytest_llmeval.scorers import perplexity as ppl_scorer
+
+        loaded = self.model_of(columns[0])
+        out: dict[str, dict[int, Result]] = {c: {} for c in columns}
+        by_window: dict[tuple[int | None, int | None], list[int]] = {}
+        for i, r in enumerate(requests):
+            by_window.setdefault(ppl_scorer.window(r.row.case.evaluation_config), []).append(i)
+        for (max_length, stride), group in by_window.items():
+            cases = [requests[i].row.case for i in group]
+            texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
+            try:
+                measured = text_perplexities(loaded, texts, max_length, stride, columns=list(columns))
+            except ModelError as exc:
+                raise BackendError(str(exc)) from None
+            for column, values in measured.items():
+                for i, value in zip(group, values, strict=True):
+                    out[column][i] = Result(value=value, tokens=(None, None))
+        return {c: [found[i] for i in range(len(requests))] for c, found in out.items()}
+
+    def judge(self, cases: Sequence[Case], outputs: Sequence[Mapping[str, str]]) -> JudgeRuns:
+        """--llmeval-judge-model loaded here, else the base with its adapters off."""
+        from pytest_llmeval.measures import judge_runs
+
+        name = self.options.judge_model
+        judge = self.loaded() if name is None else self.shelf.named(name)
+        return judge_runs(
+            judge,
+            name or f"{judge.base.name} (the base model, adapter off)",
+            cases,
+            outputs,
+            batch_size=self.options.batch_size,
+            context_overflow=self.options.context_overflow,
+        )
+
+    def fluency(
+        self, column: str, references: Sequence[str], texts: Sequence[str | None]
+    ) -> list[FluencyRecord]:
+        """The QA fine-tuning document's fix: each model's own outputs, measured by that same model (base
+        outputs by the base, an adapter's by that adapter, a full model's by itself)."""
+        from pytest_llmeval.measures import fluency
+
+        if column in self.model_columns():
+            scorer = self.column_model(column)
+            on = column if column in scorer.adapters else None
+            label = f"{scorer.label} (the model itself)"
+        else:
+            on = adapter_of(column)
+            scorer = self.loaded().for_column(on)
+            label = (
+                f"{scorer.base.name} (the base model itself)"
+                if on is None
+                else f"{scorer.base.name} + {column} (the adapter itself)"
+            )
+        return fluency(scorer, references, texts, column=on, scorer_name=label)
+
+    def identity(self, column: str, index: FileIndex) -> ModelIdentity | None:
+        """A column's identity in the generation cache. An adapter's holds that adapter's files only, and a
+        full model's its own files: changing one adapter regenerates that adapter's column and nothing else.
+        OSError: a file could not be read (the cache is then off)."""
+        if self._shared_identity is None:
+            self._shared_identity = identify(self.loaded(), index)
+        shared = self._shared_identity
+        if adapter_of(column) is None:  # the base, or the base prompted as an adapter declares
+            return replace(shared, adapter=None)  # kept on the base side: no adapter's files in its key
+        if column not in self._identities:
+            if column in self.loaded().adapters:
+                files = adapter_files(self.loaded().adapters[column])
+                self._identities[column] = replace(shared, adapter=fingerprint_files(files, index))
+            else:
+                self._identities[column] = identify(self.model_of(column), index)
+        return self._identities[column]
+
+    def price(self, column: str) -> Price | None:
+        return None  # time is what weights here cost; costs.side_cost counts it
+
+    # --- the fixtures' handles ---------------------------------------------------------------------------
+
+    def handle(self, column: str) -> LLM:
+        """A generation handle on one column (the `llm` fixtures): the adapters share the one loaded model."""
+        opts = self.options
+        if column == BASE:
+            return LLM(
+                self.loaded(), adapter=False, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size
+            )
+        member = self.roster.member(column)
+        if member.kind != "adapter":  # a full model, kept for the fixture's users (called at any time)
+            model = self.column_model(column, keep=True)
+            return LLM(model, adapter=False, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size)
+        loaded = self.loaded()
+        if column in loaded.apart:  # its tokenizer added tokens: weights of its own
+            loaded = self.column_model(column, keep=True)
+        return LLM(loaded, adapter=column, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size)
+
+    # --- provenance --------------------------------------------------------------------------------------
+
+    def base_name(self) -> str | None:
+        return None if self._loaded is None else self._loaded.base.name
+
+    def evaluated_names(self) -> tuple[str | None, str | None]:
+        """(adapter, base) as history names this run, without loading: the adapter's metadata name, else
+        the base model's (None when it cannot be resolved: meta() names no base model either)."""
+        from pytest_llmeval.models import resolve_base
+
+        spec = self.options.spec
+        if spec.adapter is not None:
+            return str(adapter_metadata(spec.adapter)["name"]), None
+        try:
+            return None, resolve_base(spec).name
+        except ModelError:
+            return None, None
+
+    def provenance(self, entry: dict[str, Any], column: str) -> None:
+        """A column's tokenizer (BOS and EOS handling, chat template hash) and Hub revision, once loaded."""
+        from pytest_llmeval.generation import tokenizer_provenance
+        from pytest_llmeval.models import revision_of
+
+        if column in self._column_provenance:
+            entry |= self._column_provenance[column]
+            return
+        loaded = self.column_models.get(column) if column in self.model_columns() else self._loaded
+        if loaded is None:
+            return
+        tokenizer = loaded.tokenizer_of(adapter_of(column))
+        own = column in loaded.tokenizers or (loaded is not self._loaded and column in loaded.adapters)
+        # "adapter": the adapter's folder shipped the tokenizer its prompts were built with.
+        entry["tokenizer"] = tokenizer_provenance(tokenizer) | {"source": "adapter" if own else "model"}
+        source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
+        entry["revision"] = None if source is None else revision_of(source)
+
+    def describe(self, entry: dict[str, Any], column: str) -> None:
+        """A column's results.json `models` entry: provenance, weights fingerprint, an adapter's version and
+        parameter efficiency."""
+        self.provenance(entry, column)
+        entry["fingerprint"] = self.fingerprint(column)
+        if entry["kind"] == "adapter":
+            entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
+            if self._loaded is not None:
+                from pytest_llmeval.models import lora_b_all_zero, parameter_efficiency
+
+                entry["parameter_efficiency"] = parameter_efficiency(
+                    Path(str(entry["source"])), self._loaded.base.path
+                )
+                # B = 0 (peft's initialisation, a save before training): the adapter changes nothing.
+                # Read from the file: the same whether or not this run loaded the weights.
+                zero = lora_b_all_zero(Path(str(entry["source"])))
+                if zero is not None:
+                    entry["lora_b_all_zero"] = zero
+
+    def described(self) -> bool:
+        """The `models` entries are final (memoised): the shared weights are loaded."""
+        return self._loaded is not None
+
+    def fingerprint(self, column: str) -> str | None:
+        """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
+        model's folder. Read through the machine-wide file-hash index, so a large model is hashed once."""
+        if self._loaded is None:
+            return None
+        if column not in self._fingerprints:
+            from pytest_llmeval import models
+
+            index = FileIndex(models.cache_dir() / "file-hashes.json")
+            try:
+                if column == BASE:
+                    files = model_files(Path(self._loaded.base.path))
+                elif column in self._loaded.adapters:
+                    files = adapter_files(self._loaded.adapters[column])
+                else:
+                    source = self.roster.member(column).source
+                    folder = models.resolve_base(
+                        ModelSpec(base_model=source), f"--llmeval-model {column}"
+                    ).path
+                    files = model_files(Path(folder))
+                self._fingerprints[column] = fingerprint_files(files, index)
+            except (OSError, ModelError):
+                self._fingerprints[column] = None
+        return self._fingerprints[column]
+
+    def load_seconds(self) -> dict[str, float]:
+        """Seconds spent loading each column's weights in this process (the shared ones under the base)."""
+        loads = dict(self.load_s)
+        if self._loaded is not None and self._loaded.weights_loaded:
+            # The shared weights: the base's, with every adapter on them.
+            loads[BASE] = loads.get(BASE, 0.0) + self._loaded.load_seconds
+        for column, held in self.column_models.items():
+            loads[column] = loads.get(column, 0.0) + held.load_seconds
+        return loads
+
+    def run_meta(self, meta: dict[str, Any], hardware: dict[str, Any] | None) -> dict[str, Any]:
+        """results.json's model, hardware and inference settings as this process loaded them (`hardware`:
+        worked out before, kept by the caller)."""
+        if self._loaded is None:
+            return meta
+        import os
+        import platform
+        import sys
+
+        import torch
+        import transformers
+
+        from pytest_llmeval.generation import template_info
+
+        loaded = self._loaded
+        device = loaded.device
+        meta["base_model"] = loaded.base.name
+        meta["base_model_note"] = loaded.base.note
+        meta["quantization"] = loaded.base.quantization
+        meta["adapter_name"] = None if loaded.adapter_meta is None else loaded.adapter_meta["name"]
+        meta["adapter_version"] = None if loaded.adapter_meta is None else loaded.adapter_meta["version"]
+        if hardware is None:
+            device_name = (
+                torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+            )
+            hardware = {
+                "device": str(device),
+                "device_name": device_name or platform.machine(),
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": sys.version.split()[0],
+                "torch": str(torch.__version__),  # a TorchVersion, which execnet cannot send
+                "transformers": str(transformers.__version__),
+            }
+        meta["hardware"] = dict(hardware)
+        meta["inference_config"]["device"] = str(device)
+        meta["inference_config"]["dtype"] = str(loaded.dtype).removeprefix("torch.")
+        meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
+        # False when every output and measurement came from the generation cache: no weights were read.
+        meta["inference_config"]["weights_loaded"] = loaded.weights_loaded or any(
+            m.weights_loaded for m in [*self.column_models.values(), *self.shelf.models.values()]
+        )
+        return meta
+
+    def peak_memory(self, memory: dict[str, Any]) -> dict[str, Any]:
+        """On a GPU, the peak bytes torch allocated and reserved, beside the process's resident set."""
+        loaded = self._loaded
+        if loaded is not None and loaded.device.type == "cuda":
+            import torch
+
+            memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(loaded.device) / 2**20
+            memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(loaded.device) / 2**20
+        return memory

@@ -1,0 +1,205 @@
+"""The terminal summary: per benchmark, base and adapter score, the difference, the gates (summary_lines).
+
+Pure: takes the results.json document and returns lines. No pytest, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmeval.formatting import (
+    MISSING,
+    SCORE_MEASURE,
+    composite_value,
+    level,
+    matrix_lines,
+    measure_difference,
+    measure_interval,
+    measure_unit,
+    out_of_domain,
+    p_value,
+    percent,
+    points,
+    training_summary,
+)
+from pytest_llmeval.records import ADAPTER, BASE
+from pytest_llmeval.results import NO_EFFECT
+
+
+def _slice_text(entry: Mapping[str, Any], adapter: bool) -> str:
+    text = f"n={entry['n']:<4} base {percent(entry.get('base'))}"
+    if adapter:
+        text += f", adapter {percent(entry.get('adapter'))}"
+        if entry.get("difference") is not None and entry.get("measure") == "score":
+            text += f", {points(entry['difference'])}, p={p_value(entry.get('p_value'))}"
+        elif entry.get("difference") is not None:
+            text += f", {entry['difference']:+.4f} ({entry['measure']}), p={p_value(entry.get('p_value'))}"
+    return text
+
+
+def _slice_lines(slices: Mapping[str, Any], adapter: bool) -> list[str]:
+    """-v: every slice of the benchmark, one line each."""
+    return [
+        f"  slice {key}:{value:<24} {_slice_text(entry, adapter)}"
+        for key, values in slices.items()
+        for value, entry in values.items()
+    ]
+
+
+def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: bool = False) -> list[str]:
+    """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
+    adapter = document["mode"] == "adapter_vs_base"
+    lines = []
+    header = f"{'benchmark':<40} {'rows':>5} {'base':>7}"
+    if adapter:
+        header += f" {'adapter':>8} {'diff':>9}  CI, p"
+    lines.append(header)
+    for bench in document["benchmarks"]:
+        res = bench["results"]
+        base = percent(res["base_model_score"], missing="-")
+        line = f"{bench['benchmark_file']:<40} {bench['n_examples']:>5} {base:>7}"
+        if adapter:
+            diff = points(res["improvement_absolute"], missing="-")
+            line += f" {percent(res['adapter_score'], missing='-'):>8} {diff:>9}"
+            line += _summary_statistics(bench.get("statistics"))
+        if res["n_errors"]:
+            line += f"  ({res['n_errors']} rows errored)"
+        lines.append(line)
+        if bench.get("out_of_domain"):
+            lines.append(f"  out of domain: {out_of_domain(bench['out_of_domain'])}")
+        if bench.get("adapter_effect") == "none":
+            lines.append(f"  NO ADAPTER EFFECT: {NO_EFFECT}")
+        seq = bench.get("sequential")
+        if seq:
+            if seq["early"]:
+                said = str(seq["reason"]).removeprefix("not run: --llmeval-sequential ")
+                lines.append(f"  sequential: stopped early, {said}")
+            else:
+                lines.append(
+                    f"  sequential: not decided early; all {seq['planned_rows']} planned rows ran "
+                    "(the fixed-sample test decides)"
+                )
+        ppl = bench.get("perplexity")
+        if ppl and ppl.get(BASE):
+            text = f"  perplexity (token-weighted): base {ppl[BASE]['perplexity']:.2f}{_band(ppl[BASE])}"
+            if ppl.get(ADAPTER):
+                ratio = f"x{ppl['perplexity_ratio']:.3f}"
+                text += f", adapter {ppl[ADAPTER]['perplexity']:.2f}{_band(ppl[ADAPTER])} ({ratio})"
+            lines.append(text)
+        if bench.get("fluency"):
+            lines.append(
+                f"  fluency, perplexity of each model's own outputs: {_fluency_text(bench['fluency'])}"
+            )
+        unparsed = bench.get("unparsed") or {}
+        if any(u["n_unparsed"] for u in unparsed.values()):
+            parts = [
+                f"{who} {percent(u['rate'])} ({u['n_unparsed']} of {u['n_rows']})"
+                for who, u in ((w, unparsed.get(w)) for w in (BASE, ADAPTER))
+                if u
+            ]
+            lines.append(f"  unparsed (no answer extracted; scored 0, not wrong answers): {', '.join(parts)}")
+        chars = bench.get("char_accuracy") or {}
+        if chars:
+            parts = [
+                f"{who} {percent(c['character'])} ("
+                + ", ".join(f"{name} {percent(v['accuracy'])}" for name, v in c["scripts"].items())
+                + ")"
+                for who, c in chars.items()
+            ]
+            lines.append(f"  character accuracy (aligned, pooled over rows): {'; '.join(parts)}")
+        passk = bench.get("pass_at_k")
+        if passk and any(k != "1" for who in passk.values() for k in who):
+            # Only for sampled rows: a greedy run's pass@1 is the pass rate the table already shows.
+            parts = [
+                f"{who} " + ", ".join(f"pass@{k} {percent(v['value'])}" for k, v in passk[who].items())
+                for who in (BASE, ADAPTER)
+                if passk.get(who)
+            ]
+            lines.append(f"  pass@k: {'; '.join(parts)}")
+        if slices and bench.get("slices"):
+            lines += _slice_lines(bench["slices"], adapter)
+        if verbose and bench.get("gates"):
+            verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
+            lines.append(f"  gates: {verdicts}")
+    composite = document.get("composite")
+    if composite:
+        sides = [w for w in ([BASE, ADAPTER] if adapter else [BASE]) if composite.get(w)]
+        parts = [f"{who} {composite_value(composite[who])}" for who in sides]
+        reasons = {composite[w]["reason"] for w in sides}
+        if len(sides) > 1 and len(reasons) == 1 and None not in reasons:
+            parts = [f"none for {' and '.join(sides)} ({reasons.pop()})"]  # one reason, said once
+        renormalised = [w for w in sides if composite[w]["value"] is not None and composite[w]["missing"]]
+        missing = (
+            f" (no rows for: {', '.join(composite[renormalised[0]]['missing'])})" if renormalised else ""
+        )
+        lines.append(f"composite score: {', '.join(parts)}{missing}")
+    matrix = document.get("matrix")
+    if matrix and (document.get("several_models") or len(matrix.get("models") or []) > 1):
+        lines.extend(matrix_lines(matrix))
+    top = document.get("top_level")
+    if verbose and top:
+        lines.append(f"top level of results.json: {_top_level_line(document)}")
+    efficiency = document.get("parameter_efficiency") or {}
+    if verbose and efficiency.get("efficiency_ratio") is not None:
+        lines.append(
+            f"parameter efficiency: the adapter holds {efficiency['efficiency_ratio']:.3%} of the parameters "
+            f"({efficiency['trainable_params']:,} of {efficiency['total_params']:,}; reduction "
+            f"{efficiency['parameter_reduction']:.2%})"
+        )
+    for model in document.get("models") or []:
+        if verbose and model.get("training"):
+            entry = model["training"]
+            lines.append(f"training of {model['name']}: {training_summary(entry)}; log {entry['log']}")
+    if verbose and document.get("cost"):
+        from pytest_llmeval.costs import summary_line
+
+        spent = summary_line(document["cost"])
+        if spent:
+            lines.append(spent)
+    if not document["complete"]:
+        lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
+    return lines
+
+
+def _top_level_line(document: Mapping[str, Any]) -> str:
+    """Which benchmark the standard's top-level fields of results.json describe, and why that one."""
+    top = document.get("top_level") or {}
+    reason = str(top.get("reason") or "not recorded")
+    return f"{top['benchmark']} ({reason})" if top.get("benchmark") else f"none ({reason})"
+
+
+def _band(corpus: Mapping[str, Any]) -> str:
+    """The adaptation document's label beside a corpus perplexity, when the document has one."""
+    return f" [{corpus['band']}]" if corpus.get("band") else ""
+
+
+def _summary_statistics(stats: Mapping[str, Any] | None) -> str:
+    """The paired comparison in a few words: its interval in the measure's unit, and the test's p."""
+    if not stats:
+        return ""
+    measure = str(stats.get("measure", SCORE_MEASURE))
+    ci = measure_interval(stats.get("ci_low"), stats.get("ci_high"), measure)
+    p = p_value(stats.get("p_value"), stats.get("alpha"))
+    confidence = level(float(stats.get("confidence", 0.95)))
+    if measure == SCORE_MEASURE:
+        return f"  {confidence} CI {ci}, p={p}"
+    # The diff column is the score's; the test compared another measure: say which, in its own unit.
+    return (
+        f"  {measure_unit(measure)}: {measure_difference(stats.get('difference'), measure)}, "
+        f"{confidence} CI {ci}, p={p}"
+    )
+
+
+def _fluency_text(fluency: Mapping[str, Any]) -> str:
+    """Per model: the perplexity of its own outputs, the references' under the same scorer beside it."""
+    parts = []
+    for who, entry in fluency.items():
+        output, reference = entry.get("output"), entry.get("reference")
+        part = f"{who} {MISSING if not output else format(output['perplexity'], '.2f')}"
+        if reference:
+            part += f" (reference {reference['perplexity']:.2f})"
+        if entry.get("n_empty_outputs"):
+            part += f" [{entry['n_empty_outputs']} empty outputs]"
+        parts.append(part)
+    return ", ".join(parts)

@@ -1,0 +1,226 @@
+"""Reading a results.json back: the one validating reader (read_results) every command and the plugin
+use. A document from disk is untrusted (a half-written file, a hand edit, another tool's output): every
+field a reader of ours reads is checked for its kind before use (READ_FIELDS), and what is wrong is one
+ResultsFileError naming the field. Pure: no pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+
+class ResultsFileError(ValueError):
+    """A results.json that cannot be read, or is not one; the message names the file and says why."""
+
+
+# What a results document read back may hold. Real ones nest about 8 levels and hold numbers far inside
+# these bounds; a value past them (1e308, nested a thousand deep) is a damaged or hostile file, and would
+# overflow a percentage or exhaust the stack in whatever reads it next (a report, a baseline comparison).
+MAX_RESULTS_BYTES = 1 << 30
+MAX_RESULTS_DEPTH = 64
+MAX_RESULTS_NUMBER = 1e100
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def document_problem(document: Any) -> str | None:
+    """What is wrong with a results document read back, in a few words naming the field; None when it
+    holds what every reader of one relies on (a baseline comparison, the history, check, report)."""
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        return "no benchmarks list"
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_RESULTS_DEPTH:
+            top = re.split(r"[.\[]", where, maxsplit=1)[0]
+            return f"{top or 'the document'} is nested more than {MAX_RESULTS_DEPTH} levels deep"
+        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
+            return f"{where} is {value!r}, out of any range a results.json holds"
+        if isinstance(value, dict):
+            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    for i, bench in enumerate(document["benchmarks"]):
+        if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
+            return f"benchmarks[{i}] has no benchmark_file"
+    for pattern, kinds in READ_FIELDS:
+        for where, value in _matches(document, pattern.split(".")):
+            if not any(_KINDS[kind](value) for kind in kinds):
+                return f"{where} is {_shown(value)}, not {' or '.join(_KIND_NAMES[k] for k in kinds)}"
+    for pattern, keys in REQUIRED_FIELDS:
+        for where, value in _matches(document, pattern.split(".")):
+            for key in keys:
+                if key not in value:
+                    return f"{where} has no {key}"
+    for where, row in _matches(document, _ROW.split(".")):
+        for name, given in row.get("models", {}).items():
+            found = given.get("score")
+            if not isinstance(found, dict):
+                continue
+            needed = ("value", *_SCORE_NEEDS.get(row["evaluation_type"], ()))
+            if row["evaluation_type"] == "char_accuracy" and "scripts" in found:
+                needed += ("aligned", "expected_chars", "output_chars")
+            for key in needed:
+                if found.get(key) is None:
+                    return f"{where}.models.{name}.score has no {key}"
+            if row["evaluation_type"] == "perplexity":
+                for script, share in (found.get("scripts") or {}).items():
+                    if share.get("nll") is None or share.get("n_chars") is None:
+                        return f"{where}.models.{name}.score.scripts.{script} has no nll or n_chars"
+    return None
+
+
+# The fields some reader of a results document relies on (the baseline comparison, the history, check,
+# report, compare), each with the kinds of value it may hold when present; `*` is every key of an object
+# or item of a list. Missing fields are each reader's business (most have a default); a field of another
+# kind is a damaged document, refused here in one line naming it rather than a traceback deep in a reader.
+_TRAINING = ("final_loss", "loss_stability", "n_steps", "n_logged", "convergence_step", "steps_to_95")
+_COUNTS = ("trainable_params", "total_params", "base_params", "all_params")
+_SCORE_NUMBERS = ("cross_entropy", "nll", "perplexity", "threshold")
+_SCORE_COUNTS = ("n_tokens", "n_chars", "n_bytes", "aligned", "expected_chars", "output_chars")
+_SCRIPT_NUMBERS = ("nll", "hits", "scored", "n_chars", "correct", "chars")
+# What a row's score of a type must hold for the corpus figures (perplexity_summary) to be computed.
+_SCORE_NEEDS = {"perplexity": ("cross_entropy", "nll", "perplexity", "n_tokens", "n_chars")}
+_ROW = "benchmarks.*.rows.*"
+READ_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("benchmarks.*.benchmark_hash", ("string", "null")),
+    ("benchmarks.*.rows", ("list",)),
+    ("benchmarks.*.gates", ("object",)),
+    ("benchmarks.*.gates.*", ("object",)),
+    ("benchmarks.*.gates.*.status", ("string",)),
+    (_ROW, ("object",)),
+    (f"{_ROW}.id", ("string",)),
+    (f"{_ROW}.evaluated", ("string",)),
+    (f"{_ROW}.evaluation_type", ("string",)),
+    (f"{_ROW}.evaluation_config", ("object",)),
+    (f"{_ROW}.evaluation_config.bands", ("bands",)),
+    (f"{_ROW}.difficulty", ("string", "null")),
+    (f"{_ROW}.tags", ("strings",)),
+    (f"{_ROW}.models", ("object",)),
+    (f"{_ROW}.models.*", ("object",)),
+    (f"{_ROW}.models.*.output", ("string", "null")),
+    (f"{_ROW}.models.*.score", ("object", "null")),
+    (f"{_ROW}.models.*.score.value", ("score",)),
+    *((f"{_ROW}.models.*.score.{k}", ("number", "null")) for k in _SCORE_NUMBERS),
+    *((f"{_ROW}.models.*.score.{k}", ("count",)) for k in _SCORE_COUNTS),
+    (f"{_ROW}.models.*.score.scripts", ("object",)),
+    (f"{_ROW}.models.*.score.scripts.*", ("object",)),
+    *((f"{_ROW}.models.*.score.scripts.*.{k}", ("number",)) for k in _SCRIPT_NUMBERS),
+    ("models", ("list", "null")),
+    ("models.*", ("object",)),
+    ("models.*.column", ("string",)),
+    ("models.*.name", ("string",)),
+    ("models.*.kind", ("string",)),
+    *((f"{where}parameter_efficiency", ("object", "null")) for where in ("", "models.*.")),
+    *(
+        (f"{where}parameter_efficiency.{k}", ("count", "null"))
+        for where in ("", "models.*.")
+        for k in _COUNTS
+    ),
+    ("models.*.training", ("object", "null")),
+    *((f"models.*.training.{k}", ("number", "null")) for k in _TRAINING),
+    ("models.*.training.totals", ("object",)),
+    ("models.*.training.totals.*", ("number", "null")),
+    ("models.*.training.overfitting", ("object",)),
+    ("models.*.training.grad_norm", ("object",)),
+    ("complete", ("bool",)),
+    ("incomplete_reason", ("string", "null")),
+    ("timestamp", ("string", "null")),
+    ("schema_version", ("string", "number")),
+    ("adapter_name", ("string", "null")),
+    ("benchmarks.*.benchmark_file", ("string",)),
+)
+
+# The fields readers take without a default, wherever the object holding them is present.
+REQUIRED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (_ROW, ("id", "evaluation_type", "evaluated", "models")),
+    ("models.*", ("column", "kind")),
+)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "null": lambda v: v is None,
+    "bool": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "number": _is_number,
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "score": lambda v: _is_number(v) and 0 <= v <= 1,
+    "bands": lambda v: isinstance(v, list) and len(v) == 3 and all(_is_number(x) for x in v),
+    "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+_KIND_NAMES = {
+    "string": "a string",
+    "null": "null",
+    "bool": "true or false",
+    "list": "a list",
+    "object": "an object",
+    "number": "a number",
+    "count": "a count (a whole number >= 0)",
+    "score": "a score in [0, 1]",
+    "bands": "three numbers",
+    "strings": "a list of strings",
+}
+
+
+def _matches(value: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, value) of each field `parts` names under `value` ("*": every key or item); absent: none."""
+    if not parts:
+        yield where, value
+        return
+    head, rest = parts[0], parts[1:]
+    if isinstance(value, dict):
+        keys = list(value) if head == "*" else [head] if head in value else []
+        for key in keys:
+            yield from _matches(value[key], rest, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list) and head == "*":
+        for i, item in enumerate(value):
+            yield from _matches(item, rest, f"{where}[{i}]")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The results.json document at `path` (every command that reads one reads it here, and every
+    baseline and history entry): ResultsFileError naming the file and the field when it is damaged."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if size > MAX_RESULTS_BYTES:
+        raise ResultsFileError(f"cannot read {path}: {size} bytes, more than any results.json holds")
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f, parse_constant=_not_json_constant)
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(
+            f"cannot read {path}: not UTF-8 text ({exc.reason}): not a results.json"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(
+            f"cannot read {path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+        ) from None
+    except ValueError as exc:  # NaN or Infinity: Python reads them, JSON has no such values
+        raise ResultsFileError(f"cannot read {path}: not strict JSON ({exc})") from None
+    except RecursionError:
+        raise ResultsFileError(f"cannot read {path}: not a results.json (JSON nested too deeply)") from None
+    problem = document_problem(document)
+    if problem is not None:
+        raise ResultsFileError(f"cannot read {path}: not a results.json ({problem})")
+    return cast(dict[str, Any], document)

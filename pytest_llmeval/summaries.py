@@ -1,0 +1,369 @@
+"""What a benchmark's rows add up to: the figures of its entry in results.json, one function a block.
+
+Mean scores per model and difficulty (`summarize`), corpus perplexity and the fluency of each model's own
+outputs, corpus BLEU and chrF, the weighted composite, pass@k, unparsed answers, character accuracy, the
+out-of-domain figure a no_degradation gate judges, and the isolation code rows ran under. Each takes rows
+(records.RowRecord, or the rows of a document read back) and returns JSON-able figures, or None when no row
+has anything to say; results.py puts them in place. Pure: no pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_llmeval.benchmark import DIFFICULTIES
+from pytest_llmeval.comparisons import comparison_values
+from pytest_llmeval.records import ADAPTER, BASE, evaluated_value, score, score_value, side
+
+LN2 = math.log(2.0)
+# A composite is reported only when the metrics present carry at least this share of the weights: a
+# "composite" made of one 10% metric, renormalised to 100%, is that metric under another name.
+COMPOSITE_MIN_WEIGHT = 0.5
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _corpus(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Token-weighted perplexity of texts from their summed NLL, tokens and characters (None: no text)."""
+    tokens = sum(int(p["n_tokens"]) for p in parts)
+    if not tokens:
+        return None
+    nll = math.fsum(float(p["nll"]) for p in parts)
+    chars = sum(int(p["n_chars"]) for p in parts)
+    cross_entropy = nll / tokens
+    out: dict[str, Any] = {
+        "perplexity": _exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "bits_per_token": cross_entropy / LN2,
+        "bits_per_character": nll / LN2 / chars if chars else None,
+        "n_texts": len(parts),
+        "n_tokens": tokens,
+        "n_chars": chars,
+    }
+    if all("n_bytes" in p for p in parts):
+        out["bits_per_byte"] = nll / LN2 / sum(int(p["n_bytes"]) for p in parts)
+    if parts and all(p.get("scripts") for p in parts):
+        out["bits_per_character_by_script"] = {}
+        # Every text's scorer lists every script; a script some text lacks is not summed over the rest.
+        for script in [s for s in parts[0]["scripts"] if all(s in p["scripts"] for p in parts)]:
+            script_nll = math.fsum(float(p["scripts"][script]["nll"]) for p in parts)
+            script_chars = sum(int(p["scripts"][script]["n_chars"]) for p in parts)
+            # The adaptation document's character prediction accuracy (§4.2): top-1 next-token hits spread
+            # over the characters each token covers, character-weighted over every text.
+            hits = math.fsum(float(p["scripts"][script].get("hits", 0.0)) for p in parts)
+            scored = math.fsum(float(p["scripts"][script].get("scored", 0.0)) for p in parts)
+            out["bits_per_character_by_script"][script] = {
+                "bits_per_character": script_nll / LN2 / script_chars if script_chars else None,
+                "n_chars": script_chars,
+                "top1_accuracy": hits / scored if scored else None,
+            }
+    return out
+
+
+def perplexity_score(ppl: float) -> float:
+    """The QA fine-tuning document's perplexity score, 100 * exp(-ppl / 300): 100 at ppl 1, falling slowly."""
+    return 100.0 * math.exp(-ppl / 300.0)
+
+
+def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Corpus perplexity of a benchmark's perplexity rows, base and adapter: token-weighted, per script."""
+    rows = [r for r in records if r["evaluation_type"] == "perplexity" and score(r, BASE) is not None]
+    if not rows:
+        return None
+    from pytest_llmeval.scorers.perplexity import DEFAULT_BANDS, band
+
+    bands = tuple(float(b) for b in (rows[0].get("evaluation_config") or {}).get("bands", DEFAULT_BANDS))
+    out: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        parts = [found for r in rows if (found := score(r, who)) is not None]
+        corpus = _corpus(parts)
+        if corpus is not None:
+            # Named so nobody takes it for the corpus value: every text counts alike, short or long.
+            corpus["mean_text_perplexity"] = math.fsum(float(p["perplexity"]) for p in parts) / len(parts)
+            corpus["band"] = band(corpus["perplexity"], (bands[0], bands[1], bands[2]))
+        out[who] = corpus
+    out["bands"] = {
+        "excellent": f"< {bands[0]:g}",
+        "good": f"< {bands[1]:g}",
+        "acceptable": f"<= {bands[2]:g}",
+    }
+    first = score(rows[0], BASE)
+    assert first is not None
+    # What the scorer says of its window (None where a document read back lacks it): a description only.
+    out["window"] = {key: first.get(key) for key in ("max_length", "stride", "first_token")}
+    if out.get(ADAPTER) and out.get(BASE):
+        out["perplexity_ratio"] = out[ADAPTER]["perplexity"] / out[BASE]["perplexity"]
+        out["cross_entropy_difference"] = out[ADAPTER]["cross_entropy"] - out[BASE]["cross_entropy"]
+    return out
+
+
+def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """--llmeval-fluency, per model: corpus perplexity of its own outputs and of the references, measured
+    by the same scorer (the model itself unless --llmeval-ppl-model), their ratio and difference."""
+    out: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        measured = [found["fluency"] for r in records if (found := side(r, who)) and found.get("fluency")]
+        if not measured:
+            continue
+        generated = _corpus([m["output"] for m in measured if m["output"]])
+        reference = _corpus([m["reference"] for m in measured if m["reference"]])
+        entry: dict[str, Any] = {
+            "scorer": measured[0]["scorer"],
+            "output": generated,
+            "reference": reference,
+            "n_empty_outputs": sum(1 for m in measured if not m["output"]),
+            "perplexity_score": None if generated is None else perplexity_score(generated["perplexity"]),
+        }
+        if generated and reference:
+            entry["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
+            entry["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
+        out[who] = entry
+    return out or None
+
+
+_NOT_METRIC = ("threshold", "max_new_tokens")  # evaluation_config keys that do not change a corpus value
+
+
+def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Corpus BLEU and chrF of a benchmark's bleu and chrf rows, base and adapter, beside the sentence mean.
+
+    The corpus value pools n-gram counts over all rows, so it is not the mean of sentence scores; both are
+    reported, labelled. Rows are grouped by the settings that change the metric (tokenize, lowercase, ...):
+    one corpus value per group.
+    """
+    from pytest_llmeval.scorers import bleu
+
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        base_side = side(r, BASE)
+        if r["evaluation_type"] in ("bleu", "chrf") and base_side and base_side.get("output") is not None:
+            config = {k: v for k, v in r.get("evaluation_config", {}).items() if k not in _NOT_METRIC}
+            groups.setdefault((r["evaluation_type"], json.dumps(config, sort_keys=True)), []).append(r)
+    if not groups:
+        return None
+    out: dict[str, Any] = {}
+    for (kind, settings), rows in sorted(groups.items()):
+        config = json.loads(settings)
+        references = [r["expected_output"] for r in rows]
+        entry: dict[str, Any] = {"settings": config}
+        for who in (BASE, ADAPTER):
+            outputs = [found["output"] for r in rows if (found := side(r, who))]
+            entry[who] = (
+                bleu.corpus_score(kind, outputs, references, config) if len(outputs) == len(rows) else None
+            )
+        alone = sum(1 for k, _ in groups if k == kind) == 1
+        out[kind if alone else f"{kind} {settings}"] = entry
+    return out
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+# The QA fine-tuning document's revised weights: MCQ accuracy, BERTScore F1, ROUGE-L F1, perplexity score.
+DEFAULT_COMPOSITE_WEIGHTS: dict[str, float] = {
+    "multiple_choice": 0.40,
+    "bertscore": 0.30,
+    "rouge": 0.20,
+    "perplexity": 0.10,
+}
+
+
+def composite_score(metrics: Mapping[str, float | None], weights: Mapping[str, float]) -> dict[str, Any]:
+    """Weighted composite (0-100) of metric scores (0-100), renormalised over the metrics present.
+
+    Reported only when the metrics present carry at least COMPOSITE_MIN_WEIGHT of the total weight; below
+    that `value` is None and `reason` says which metrics are missing.
+    """
+    weighted = {m: w for m, w in weights.items() if w > 0}
+    present = {m: w for m, w in weighted.items() if metrics.get(m) is not None}
+    total = sum(present.values())
+    share = total / sum(weighted.values()) if weighted else 0.0
+    missing = [m for m in weighted if metrics.get(m) is None]
+    value = None
+    reason = None
+    if not total:
+        reason = f"no metric of the composite was measured (missing: {', '.join(missing)})"
+    elif share < COMPOSITE_MIN_WEIGHT - 1e-12:
+        reason = (
+            f"the metrics measured carry {share:.0%} of the weight, under {COMPOSITE_MIN_WEIGHT:.0%}: "
+            f"missing {', '.join(missing)}"
+        )
+    else:
+        # Each weight as its share first: w * score of a huge weight would overflow where w / total cannot.
+        value = math.fsum(w / total * float(metrics[m] or 0.0) for m, w in present.items())
+    return {
+        "value": value,
+        "metrics": {m: metrics.get(m) for m in weights},
+        "weights": dict(weights),
+        "present_weight": share,
+        "missing": missing,
+        "reason": reason,
+    }
+
+
+def composite_summary(
+    records: Sequence[Mapping[str, Any]], weights: Mapping[str, float]
+) -> dict[str, Any] | None:
+    """Base and adapter composites of these rows; None when no weighted metric has rows.
+
+    Each metric is its rows' mean score x 100. `perplexity` is the perplexity score of each model's own
+    generated outputs (--llmeval-fluency), never of fixed reference texts: the QA fine-tuning document's
+    Fix #1. Perplexity rows (reference texts) are reported beside it, not in it.
+    """
+    out: dict[str, Any] = {}
+    fluency = fluency_summary(records) or {}
+    any_metric = False
+    for who in (BASE, ADAPTER):
+        metrics: dict[str, float | None] = {}
+        for metric in weights:
+            if metric == "perplexity":
+                metrics[metric] = (fluency.get(who) or {}).get("perplexity_score")
+            else:
+                values = [
+                    v
+                    for r in records
+                    if r["evaluation_type"] == metric and (v := score_value(r, who)) is not None
+                ]
+                metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
+            any_metric = any_metric or metrics[metric] is not None
+        out[who] = composite_score(metrics, weights)
+    return out if any_metric else None
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Scores of one benchmark: means over scored rows (rows whose scorer failed are counted apart)."""
+    adapter = _mean([s for r in records if (s := score_value(r, ADAPTER)) is not None])
+    base = _mean([s for r in records if (s := score_value(r, BASE)) is not None])
+    per_difficulty: dict[str, dict[str, Any]] = {}
+    for difficulty in DIFFICULTIES:
+        rows = [r for r in records if r["difficulty"] == difficulty]
+        a = [s for r in rows if (s := score_value(r, ADAPTER)) is not None]
+        b = [s for r in rows if (s := score_value(r, BASE)) is not None]
+        # n: the rows the means are over (the evaluated model's scored rows); errored rows counted apart.
+        scored = sum(1 for r in rows if evaluated_value(r) is not None)
+        errored = sum(1 for r in rows if r["error"])
+        per_difficulty[difficulty] = {"adapter": _mean(a), "base": _mean(b), "n": scored, "n_errors": errored}
+    absolute = None if adapter is None or base is None else adapter - base
+    relative = None if absolute is None or not base else absolute / base
+    return {
+        "adapter_score": adapter,
+        "base_model_score": base,
+        "improvement_absolute": absolute,
+        "improvement_relative": relative,
+        "per_difficulty": per_difficulty,
+        "n_passed": sum(1 for r in records if r["passed"]),
+        "n_errors": sum(1 for r in records if r["error"]),
+        "n_skipped": sum(1 for r in records if r.get("skipped")),
+    }
+
+
+def out_of_domain_figure(
+    name: str, records: Sequence[Mapping[str, Any]], verdict: str | None
+) -> dict[str, Any] | None:
+    """The standard's out_of_domain object for one benchmark, in the unit its no_degradation gate judges.
+
+    Scores for scored benchmarks; for perplexity benchmarks, negative cross-entropy in nats per token (so
+    that, as for scores, higher is better and degradation = adapter - base is negative when it got worse).
+    None when no row has both scores.
+    """
+    adapter, base, _, measure = comparison_values(records)
+    if not adapter:
+        return None
+    a, b = math.fsum(adapter) / len(adapter), math.fsum(base) / len(base)
+    return {
+        "benchmark": name,
+        "adapter_score": a,
+        "base_model_score": b,
+        "degradation": a - b,
+        "measure": measure,
+        "n_rows": len(adapter),
+        "verdict": verdict,
+    }
+
+
+def pass_at_k_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """code_execution rows' pass@k per model: for each k, the mean over rows of each row's unbiased
+    estimate (a greedy row's is pass@1 of its one output), with the rows it averages; None without code
+    rows. Rows with fewer samples than k (a k another row asked for) are left out of that k's mean."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        per_k: dict[int, list[float]] = {}
+        for record in records:
+            found = score(record, who) if record["evaluation_type"] == "code_execution" else None
+            if not found:
+                continue
+            estimates = found.get("pass_at_k") or {"1": found.get("pass_at_1")}
+            for k, value in estimates.items():
+                if value is not None:
+                    per_k.setdefault(int(k), []).append(float(value))
+        if per_k:
+            summary[who] = {
+                str(k): {"value": sum(values) / len(values), "n_rows": len(values)}
+                for k, values in sorted(per_k.items())
+            }
+    return summary or None
+
+
+def unparsed_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per model, the share of rows whose answer could not be extracted (an extract_pattern that matched
+    nothing, a saved prediction naming no choice, a reasoning block that never closed), among the rows
+    that extract an answer: wrong answers and unparsed ones told apart. None when no row extracts."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        counted = unparsed = 0
+        for record in records:
+            found, its = score(record, who), side(record, who)
+            truncated_thought = bool(its and its.get("reasoning_unterminated"))
+            if found is None or ("unparsed" not in found and not truncated_thought):
+                continue
+            counted += 1
+            unparsed += bool(found.get("unparsed")) or truncated_thought
+        if counted:
+            summary[who] = {"rate": unparsed / counted, "n_unparsed": unparsed, "n_rows": counted}
+    return summary or None
+
+
+def char_accuracy_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """char_accuracy rows pooled per model, character-weighted (the adaptation document's §4.1): the share of
+    characters aligned to an identical one over every row's longer text, and per script the share of the
+    expected texts' characters of that script aligned correctly. None when no row is char_accuracy."""
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        aligned = longer = 0
+        scripts: dict[str, list[int]] = {}
+        for record in records:
+            found = score(record, who)
+            if record["evaluation_type"] != "char_accuracy" or found is None or "scripts" not in found:
+                continue
+            aligned += int(found["aligned"])
+            longer += max(int(found["expected_chars"]), int(found["output_chars"]))
+            for name, counts in found["scripts"].items():
+                pooled = scripts.setdefault(name, [0, 0])
+                pooled[0] += int(counts["correct"])
+                pooled[1] += int(counts["chars"])
+        if longer or scripts:
+            summary[who] = {
+                "character": aligned / longer if longer else 1.0,
+                "scripts": {name: {"accuracy": c / n, "chars": n} for name, (c, n) in scripts.items() if n},
+            }
+    return summary or None
+
+
+def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The isolation code_execution rows ran under (level, layers, missing), or None without such rows."""
+    for record in records:
+        for who in (ADAPTER, BASE):
+            found = score(record, who)
+            if found and "isolation" in found:
+                isolation: dict[str, Any] = dict(found["isolation"])
+                return isolation
+    return None
