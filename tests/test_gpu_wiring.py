@@ -110,7 +110,7 @@ def test_loaded_model_judge_and_embedder_share_the_workers_gpu(fake_gpus: FakeGp
     moved = fake_gpus(2)
     spec = ModelSpec(base_model=str(tiny_model), worker=3)
     run = Evaluator(options=RunOptions(spec=spec, judge_model=str(tiny_model)))
-    loaded = local_backend(run).loaded()
+    loaded = local_backend(run).weights.loaded()
     assert (loaded.device, loaded.dtype) == (torch.device("cuda", 1), torch.bfloat16)
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
     assert moved == [torch.device("cuda", 1)]
@@ -131,7 +131,7 @@ def test_loaded_model_judge_and_embedder_share_the_workers_gpu(fake_gpus: FakeGp
 def test_cpu_when_torch_sees_no_gpu(fake_gpus: FakeGpus, tiny_model: Path) -> None:
     moved = fake_gpus(0)
     run = Evaluator(options=RunOptions(spec=ModelSpec(base_model=str(tiny_model), worker=1)))
-    loaded = local_backend(run).loaded()
+    loaded = local_backend(run).weights.loaded()
     assert (loaded.device, loaded.dtype) == (torch.device("cpu"), torch.float32) and moved == []
 
 

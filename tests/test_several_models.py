@@ -511,14 +511,14 @@ def test_full_models_are_held_one_at_a_time(tiny_run: dict[str, Path]) -> None:
     run = Evaluator(options=RunOptions(spec=ModelSpec(base_model=str(tiny_run["base"])), roster=roster))
     local = run.backend()
     assert isinstance(local, LocalBackend)
-    first = local.column_model("one")
-    assert set(local.column_models) == {"one"}
-    local.column_model("two")
-    assert set(local.column_models) == {"two"}
-    assert local.column_model("one") is not first  # loaded again, the other released
-    assert set(local.column_models) == {"one"}
+    first = local.weights.column_model("one")
+    assert set(local.weights.column_models) == {"one"}
+    local.weights.column_model("two")
+    assert set(local.weights.column_models) == {"two"}
+    assert local.weights.column_model("one") is not first  # loaded again, the other released
+    assert set(local.weights.column_models) == {"one"}
     kept = run.llm_models()
-    assert set(kept) == {BASE, "one", "two"} and set(local.column_models) == {"one", "two"}
+    assert set(kept) == {BASE, "one", "two"} and set(local.weights.column_models) == {"one", "two"}
 
 
 def test_a_gated_model_and_a_reference(pytester: pytest.Pytester, tiny_run: dict[str, Path]) -> None:

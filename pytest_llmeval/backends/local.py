@@ -66,22 +66,14 @@ class ModelShelf:
         return self.models[name]
 
 
-class LocalBackend:
-    """Every column on weights in this process (base.Backend)."""
+class LocalWeights:
+    """The weights held in this process: the shared weights (the base, every adapter on them, toggled by
+    peft) loaded once, and the columns on weights of their own, held one at a time."""
 
-    source: Source = "local"
-    kind = "transformers"  # results.json's `backend`
-    capabilities = capabilities("local")
-    metered = True
-    shapes_output = True
-
-    def __init__(
-        self, options: RunOptions, roster: Roster, columns: Sequence[str], shelf: ModelShelf
-    ) -> None:
+    def __init__(self, options: RunOptions, roster: Roster, columns: Sequence[str]) -> None:
         self.options = options
         self.roster = roster
         self.columns = list(columns)
-        self.shelf = shelf
         self._loaded: LoadedModel | None = None
         self._load_error: ModelError | None = None
         self.column_models: dict[str, LoadedModel] = {}  # --llmeval-model columns held now
@@ -90,11 +82,7 @@ class LocalBackend:
         self.load_s: dict[str, float] = {}  # loading seconds of released column models
         # Each own-weights column's provenance, taken when it loads: it may be released since.
         self._column_provenance: dict[str, dict[str, Any]] = {}
-        self._shared_identity: ModelIdentity | None = None
-        self._identities: dict[str, ModelIdentity] = {}
         self._fingerprints: dict[str, str | None] = {}
-
-    # --- the weights -------------------------------------------------------------------------------------
 
     def loaded(self) -> LoadedModel:
         """The shared weights, loaded on first use; a failed load is remembered, not retried for every row."""
@@ -176,13 +164,89 @@ class LocalBackend:
                 raise BackendError(str(exc)) from None
         return self.loaded().for_column(adapter_of(column))
 
+    def provenance(self, entry: dict[str, Any], column: str) -> None:
+        """A column's tokenizer (BOS and EOS handling, chat template hash) and Hub revision, once loaded."""
+        from pytest_llmeval.generation import tokenizer_provenance
+        from pytest_llmeval.models import revision_of
+
+        if column in self._column_provenance:
+            entry |= self._column_provenance[column]
+            return
+        loaded = self.column_models.get(column) if column in self.model_columns() else self._loaded
+        if loaded is None:
+            return
+        tokenizer = loaded.tokenizer_of(adapter_of(column))
+        own = column in loaded.tokenizers or (loaded is not self._loaded and column in loaded.adapters)
+        # "adapter": the adapter's folder shipped the tokenizer its prompts were built with.
+        entry["tokenizer"] = tokenizer_provenance(tokenizer) | {"source": "adapter" if own else "model"}
+        source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
+        entry["revision"] = None if source is None else revision_of(source)
+
+    def fingerprint(self, column: str) -> str | None:
+        """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
+        model's folder. Read through the machine-wide file-hash index, so a large model is hashed once."""
+        if self._loaded is None:
+            return None
+        if column not in self._fingerprints:
+            from pytest_llmeval import models
+
+            index = FileIndex(models.cache_dir() / "file-hashes.json")
+            try:
+                if column == BASE:
+                    files = model_files(Path(self._loaded.base.path))
+                elif column in self._loaded.adapters:
+                    files = adapter_files(self._loaded.adapters[column])
+                else:
+                    source = self.roster.member(column).source
+                    folder = models.resolve_base(
+                        ModelSpec(base_model=source), f"--llmeval-model {column}"
+                    ).path
+                    files = model_files(Path(folder))
+                self._fingerprints[column] = fingerprint_files(files, index)
+            except (OSError, ModelError):
+                self._fingerprints[column] = None
+        return self._fingerprints[column]
+
+    def load_seconds(self) -> dict[str, float]:
+        """Seconds spent loading each column's weights in this process (the shared ones under the base)."""
+        loads = dict(self.load_s)
+        if self._loaded is not None and self._loaded.weights_loaded:
+            # The shared weights: the base's, with every adapter on them.
+            loads[BASE] = loads.get(BASE, 0.0) + self._loaded.load_seconds
+        for column, held in self.column_models.items():
+            loads[column] = loads.get(column, 0.0) + held.load_seconds
+        return loads
+
+
+class LocalBackend:
+    """Every column on weights in this process (base.Backend)."""
+
+    source: Source = "local"
+    kind = "transformers"  # results.json's `backend`
+    capabilities = capabilities("local")
+    metered = True
+    shapes_output = True
+
+    def __init__(
+        self, options: RunOptions, roster: Roster, columns: Sequence[str], shelf: ModelShelf
+    ) -> None:
+        self.options = options
+        self.roster = roster
+        self.columns = list(columns)
+        self.shelf = shelf
+        self.weights = LocalWeights(options, roster, columns)
+        self._shared_identity: ModelIdentity | None = None
+        self._identities: dict[str, ModelIdentity] = {}
+
+    # --- the weights -------------------------------------------------------------------------------------
+
     # --- the protocol ------------------------------------------------------------------------------------
 
     def groups(self, columns: Sequence[str], same_prompt: Callable[[str, str], bool]) -> list[list[str]]:
         """The shared weights' columns prompted alike with its tokenizer share a group (one per distinct
         prompt); an adapter with a tokenizer of its own, and each column on weights of its own, go alone."""
-        loaded = self.loaded()
-        own = self.model_columns()
+        loaded = self.weights.loaded()
+        own = self.weights.model_columns()
         shared = [c for c in columns if c not in own]
         groups: list[list[str]] = []
         for c in [c for c in shared if loaded.for_column(adapter_of(c)) is loaded]:
@@ -201,8 +265,8 @@ class LocalBackend:
         from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
         from pytest_llmeval.prompts import PromptError
 
-        loaded = self.model_of(columns[0])
-        own = loaded is self._loaded
+        loaded = self.weights.model_of(columns[0])
+        own = loaded is self.weights.shared
         context = context_length(loaded.config, loaded.tokenizer) or 2**62
         out: dict[str, Prompted | str] = {}
         for row in rows:
@@ -251,7 +315,7 @@ class LocalBackend:
         requests' one temperature, each with its seed); the tokens each request read and wrote."""
         from pytest_llmeval.generation import Sampling, Tokens, generate
 
-        loaded = self.model_of(column)
+        loaded = self.weights.model_of(column)
         sampled = [r.sampled for r in requests]
         counts = Tokens()
         try:
@@ -286,7 +350,7 @@ class LocalBackend:
         """Every option's log-likelihood after each row's prompt, every column of the group in one call."""
         from pytest_llmeval.measures import choice_likelihoods
 
-        loaded = self.model_of(columns[0])
+        loaded = self.weights.model_of(columns[0])
         prompts = [r.prompted.prompt for r in requests if r.prompted is not None]
         try:
             measured = choice_likelihoods(
@@ -301,7 +365,7 @@ class LocalBackend:
         from pytest_llmeval.measures import text_perplexities
         from pytest_llmeval.scorers import perplexity as ppl_scorer
 
-        loaded = self.model_of(columns[0])
+        loaded = self.weights.model_of(columns[0])
         out: dict[str, dict[int, Result]] = {c: {} for c in columns}
         by_window: dict[tuple[int | None, int | None], list[int]] = {}
         for i, r in enumerate(requests):
@@ -323,7 +387,7 @@ class LocalBackend:
         from pytest_llmeval.measures import judge_runs
 
         name = self.options.judge_model
-        judge = self.loaded() if name is None else self.shelf.named(name)
+        judge = self.weights.loaded() if name is None else self.shelf.named(name)
         return judge_runs(
             judge,
             name or f"{judge.base.name} (the base model, adapter off)",
@@ -340,13 +404,13 @@ class LocalBackend:
         outputs by the base, an adapter's by that adapter, a full model's by itself)."""
         from pytest_llmeval.measures import fluency
 
-        if column in self.model_columns():
-            scorer = self.column_model(column)
+        if column in self.weights.model_columns():
+            scorer = self.weights.column_model(column)
             on = column if column in scorer.adapters else None
             label = f"{scorer.label} (the model itself)"
         else:
             on = adapter_of(column)
-            scorer = self.loaded().for_column(on)
+            scorer = self.weights.loaded().for_column(on)
             label = (
                 f"{scorer.base.name} (the base model itself)"
                 if on is None
@@ -359,16 +423,16 @@ class LocalBackend:
         full model's its own files: changing one adapter regenerates that adapter's column and nothing else.
         OSError: a file could not be read (the cache is then off)."""
         if self._shared_identity is None:
-            self._shared_identity = identify(self.loaded(), index)
+            self._shared_identity = identify(self.weights.loaded(), index)
         shared = self._shared_identity
         if adapter_of(column) is None:  # the base, or the base prompted as an adapter declares
             return replace(shared, adapter=None)  # kept on the base side: no adapter's files in its key
         if column not in self._identities:
-            if column in self.loaded().adapters:
-                files = adapter_files(self.loaded().adapters[column])
+            if column in self.weights.loaded().adapters:
+                files = adapter_files(self.weights.loaded().adapters[column])
                 self._identities[column] = replace(shared, adapter=fingerprint_files(files, index))
             else:
-                self._identities[column] = identify(self.model_of(column), index)
+                self._identities[column] = identify(self.weights.model_of(column), index)
         return self._identities[column]
 
     def price(self, column: str) -> Price | None:
@@ -381,21 +445,24 @@ class LocalBackend:
         opts = self.options
         if column == BASE:
             return LLM(
-                self.loaded(), adapter=False, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size
+                self.weights.loaded(),
+                adapter=False,
+                max_new_tokens=opts.max_new_tokens,
+                batch_size=opts.batch_size,
             )
         member = self.roster.member(column)
         if member.kind != "adapter":  # a full model, kept for the fixture's users (called at any time)
-            model = self.column_model(column, keep=True)
+            model = self.weights.column_model(column, keep=True)
             return LLM(model, adapter=False, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size)
-        loaded = self.loaded()
+        loaded = self.weights.loaded()
         if column in loaded.apart:  # its tokenizer added tokens: weights of its own
-            loaded = self.column_model(column, keep=True)
+            loaded = self.weights.column_model(column, keep=True)
         return LLM(loaded, adapter=column, max_new_tokens=opts.max_new_tokens, batch_size=opts.batch_size)
 
     # --- provenance --------------------------------------------------------------------------------------
 
     def base_name(self) -> str | None:
-        return None if self._loaded is None else self._loaded.base.name
+        return None if self.weights.shared is None else self.weights.shared.base.name
 
     def evaluated_names(self) -> tuple[str | None, str | None]:
         """(adapter, base) as history names this run, without loading: the adapter's metadata name, else
@@ -410,36 +477,18 @@ class LocalBackend:
         except ModelError:
             return None, None
 
-    def provenance(self, entry: dict[str, Any], column: str) -> None:
-        """A column's tokenizer (BOS and EOS handling, chat template hash) and Hub revision, once loaded."""
-        from pytest_llmeval.generation import tokenizer_provenance
-        from pytest_llmeval.models import revision_of
-
-        if column in self._column_provenance:
-            entry |= self._column_provenance[column]
-            return
-        loaded = self.column_models.get(column) if column in self.model_columns() else self._loaded
-        if loaded is None:
-            return
-        tokenizer = loaded.tokenizer_of(adapter_of(column))
-        own = column in loaded.tokenizers or (loaded is not self._loaded and column in loaded.adapters)
-        # "adapter": the adapter's folder shipped the tokenizer its prompts were built with.
-        entry["tokenizer"] = tokenizer_provenance(tokenizer) | {"source": "adapter" if own else "model"}
-        source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
-        entry["revision"] = None if source is None else revision_of(source)
-
     def describe(self, entry: dict[str, Any], column: str) -> None:
         """A column's results.json `models` entry: provenance, weights fingerprint, an adapter's version and
         parameter efficiency."""
-        self.provenance(entry, column)
-        entry["fingerprint"] = self.fingerprint(column)
+        self.weights.provenance(entry, column)
+        entry["fingerprint"] = self.weights.fingerprint(column)
         if entry["kind"] == "adapter":
             entry["version"] = adapter_metadata(Path(str(entry["source"])))["version"]
-            if self._loaded is not None:
+            if self.weights.shared is not None:
                 from pytest_llmeval.models import lora_b_all_zero, parameter_efficiency
 
                 entry["parameter_efficiency"] = parameter_efficiency(
-                    Path(str(entry["source"])), self._loaded.base.path
+                    Path(str(entry["source"])), self.weights.shared.base.path
                 )
                 # B = 0 (peft's initialisation, a save before training): the adapter changes nothing.
                 # Read from the file: the same whether or not this run loaded the weights.
@@ -449,47 +498,15 @@ class LocalBackend:
 
     def described(self) -> bool:
         """The `models` entries are final (memoised): the shared weights are loaded."""
-        return self._loaded is not None
-
-    def fingerprint(self, column: str) -> str | None:
-        """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
-        model's folder. Read through the machine-wide file-hash index, so a large model is hashed once."""
-        if self._loaded is None:
-            return None
-        if column not in self._fingerprints:
-            from pytest_llmeval import models
-
-            index = FileIndex(models.cache_dir() / "file-hashes.json")
-            try:
-                if column == BASE:
-                    files = model_files(Path(self._loaded.base.path))
-                elif column in self._loaded.adapters:
-                    files = adapter_files(self._loaded.adapters[column])
-                else:
-                    source = self.roster.member(column).source
-                    folder = models.resolve_base(
-                        ModelSpec(base_model=source), f"--llmeval-model {column}"
-                    ).path
-                    files = model_files(Path(folder))
-                self._fingerprints[column] = fingerprint_files(files, index)
-            except (OSError, ModelError):
-                self._fingerprints[column] = None
-        return self._fingerprints[column]
+        return self.weights.shared is not None
 
     def load_seconds(self) -> dict[str, float]:
-        """Seconds spent loading each column's weights in this process (the shared ones under the base)."""
-        loads = dict(self.load_s)
-        if self._loaded is not None and self._loaded.weights_loaded:
-            # The shared weights: the base's, with every adapter on them.
-            loads[BASE] = loads.get(BASE, 0.0) + self._loaded.load_seconds
-        for column, held in self.column_models.items():
-            loads[column] = loads.get(column, 0.0) + held.load_seconds
-        return loads
+        return self.weights.load_seconds()
 
     def run_meta(self, meta: dict[str, Any], hardware: dict[str, Any] | None) -> dict[str, Any]:
         """results.json's model, hardware and inference settings as this process loaded them (`hardware`:
         worked out before, kept by the caller)."""
-        if self._loaded is None:
+        if self.weights.shared is None:
             return meta
         import os
         import platform
@@ -500,7 +517,7 @@ class LocalBackend:
 
         from pytest_llmeval.generation import template_info
 
-        loaded = self._loaded
+        loaded = self.weights.shared
         device = loaded.device
         meta["base_model"] = loaded.base.name
         meta["base_model_note"] = loaded.base.note
@@ -526,13 +543,13 @@ class LocalBackend:
         meta["inference_config"]["prompt_template"] = template_info(loaded.tokenizer)
         # False when every output and measurement came from the generation cache: no weights were read.
         meta["inference_config"]["weights_loaded"] = loaded.weights_loaded or any(
-            m.weights_loaded for m in [*self.column_models.values(), *self.shelf.models.values()]
+            m.weights_loaded for m in [*self.weights.column_models.values(), *self.shelf.models.values()]
         )
         return meta
 
     def peak_memory(self, memory: dict[str, Any]) -> dict[str, Any]:
         """On a GPU, the peak bytes torch allocated and reserved, beside the process's resident set."""
-        loaded = self._loaded
+        loaded = self.weights.shared
         if loaded is not None and loaded.device.type == "cuda":
             import torch
 

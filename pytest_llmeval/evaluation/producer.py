@@ -251,43 +251,41 @@ class Producer:
                 break
             ok = [n for n in ok if n in fitted]
             for column in group:
-                requests: list[GenRequest] = []
-                for n in ok:
-                    case, prompted = self.rows[n].case, fitted[n]
-                    samples, temperature = sampling_of(case)
-                    if prompted.samples is not None:
-                        samples = prompted.samples[column]
-                        listed.add(n)
-                    elif samples > 1:
-                        listed.add(n)
-                    for i in range(samples):
-                        sampled = None if temperature is None else (temperature, sample_seed(case.id, i))
-                        requests.append(GenRequest(n, prompted, self._limit(case), i, sampled))
+                requests = self._requests(column, ok, fitted, listed)
                 started = time.perf_counter()
                 results = self._isolated(column, requests)
                 tokens: dict[str, tuple[int | None, int | None]] = {}
                 for request, result in zip(requests, results, strict=True):
                     if result.error is not None:
                         self._fail([request.node], result.error)
-                    elif result.tokens is not None:
-                        before = tokens.get(request.node, (0, 0))
-                        tokens[request.node] = (
-                            None
-                            if before[0] is None or result.tokens[0] is None
-                            else before[0] + result.tokens[0],
-                            None
-                            if before[1] is None or result.tokens[1] is None
-                            else before[1] + result.tokens[1],
-                        )
+                        continue
+                    texts.setdefault((request.node, column), []).append(str(result.value))
+                    if result.tokens is not None:  # None: from the cache, nothing spent
+                        tokens[request.node] = _summed(tokens.get(request.node, (0, 0)), result.tokens)
                 if backend.metered:
-                    self.ledger.spend(
-                        column, ok, time.perf_counter() - started, tokens, backend.price(column)
-                    )
-                for request, result in zip(requests, results, strict=True):
-                    if result.error is None:
-                        texts.setdefault((request.node, column), []).append(str(result.value))
+                    seconds = time.perf_counter() - started
+                    self.ledger.spend(column, ok, seconds, tokens, backend.price(column))
                 ok = [n for n in ok if n not in self.row_errors]
         self._keep_outputs(ok, texts, listed)
+
+    def _requests(
+        self, column: str, nodeids: list[str], fitted: dict[str, Prompted], listed: set[str]
+    ) -> list[GenRequest]:
+        """A column's requests for these rows: a greedy row's one output, a sampled row's n (each seeded by
+        its row and index, the same on every run, worker and model); `listed` gets the rows whose outputs
+        are samples (asked for several, or saved as a list)."""
+        requests: list[GenRequest] = []
+        for n in nodeids:
+            case, prompted = self.rows[n].case, fitted[n]
+            samples, temperature = sampling_of(case)
+            if prompted.samples is not None:
+                samples = prompted.samples[column]
+            if prompted.samples is not None or samples > 1:
+                listed.add(n)
+            for i in range(samples):
+                sampled = None if temperature is None else (temperature, sample_seed(case.id, i))
+                requests.append(GenRequest(n, prompted, self._limit(case), i, sampled))
+        return requests
 
     def _limit(self, case: Case) -> int:
         """A row's output limit: its evaluation_config's max_new_tokens, else --llmeval-max-new-tokens."""
@@ -451,3 +449,13 @@ class Producer:
             return {"enabled": False}
         stats = self._cached.stats() if self._cached is not None else CacheStats()
         return {"enabled": True, "dir": str(self.options.cache_dir), **stats.to_json()}
+
+
+def _summed(
+    a: tuple[int | None, int | None], b: tuple[int | None, int | None]
+) -> tuple[int | None, int | None]:
+    """(prompt, generated) tokens added up; None where either side does not say (a server that did not)."""
+    return (
+        None if a[0] is None or b[0] is None else a[0] + b[0],
+        None if a[1] is None or b[1] is None else a[1] + b[1],
+    )
