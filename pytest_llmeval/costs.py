@@ -153,8 +153,8 @@ def run_cost(records: Sequence[Mapping[str, Any]], spent: Mapping[str, Any] | No
 
 
 def merge_spent(processes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Every process's `spent` (Evaluator.spent) as one: loading seconds summed per model, the caps,
-    and each process's stop reason, once."""
+    """Every process's `spent` (evaluation.provenance.Provenance.spent) as one: loading seconds summed per
+    model, the caps, and each process's stop reason, once."""
     loads: dict[str, float] = {}
     caps: Mapping[str, Any] | None = None
     stopped: list[str] = []

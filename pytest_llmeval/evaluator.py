@@ -46,7 +46,7 @@ class Evaluator:
     options: RunOptions
     store: RowStore = field(default_factory=RowStore)
     baselines: Baselines = field(default_factory=Baselines)  # earlier runs, for no_regression
-    # column -> its training log (plugin._training_logs), read when the run is configured.
+    # column -> its training log (hooks.configure._training_logs), read when the run is configured.
     training_logs: dict[str, TrainingEvidence] = field(default_factory=dict)
     # Every training log named or found, read or not: data, never collected as a benchmark.
     training_files: tuple[Path, ...] = ()

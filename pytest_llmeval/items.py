@@ -141,7 +141,7 @@ class CaseItem(BenchmarkItem):
         super().__init__(**kwargs)
         self.case = case
         self.llmeval_record: RowRecord | None = None
-        # `-m hard`, `-m exact_match`: markers are registered in plugin.pytest_configure.
+        # `-m hard`, `-m exact_match`: markers are registered in hooks.configure.pytest_configure.
         self.add_marker(case.difficulty)
         self.add_marker(case.evaluation_type)
         # Tags are free text, so they are keywords (`-k edge`) rather than markers that need registering.
@@ -272,7 +272,8 @@ class _GateReport(pytest.Item):
 
 
 class GateItem(_GateReport, BenchmarkItem):
-    """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (plugin.py orders them)."""
+    """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (hooks/collection.py
+    orders them)."""
 
     def __init__(self, *, gate: str, column: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -293,7 +294,8 @@ class GateItem(_GateReport, BenchmarkItem):
         return self.path, None, f"{self.benchmark}::{self.name}"
 
 
-# The node id of the collector of training gates (plugin.pytest_make_collect_report): no path has "::".
+# The node id of the collector of training gates (hooks.collection.pytest_make_collect_report): no path
+# has "::".
 TRAINING_NODE = "llmeval::training"
 
 
@@ -311,7 +313,7 @@ class TrainingGateItem(_GateReport):
 
     No benchmark file holds it: its node id is its own, under the collector TrainingGates. Its verdict is
     not sent to the recorder on the report: every process reads the same log, and results.json's `training`
-    gives the same verdict (Evaluator.training_meta)."""
+    gives the same verdict (evaluation.gating.GateRunner.training_meta)."""
 
     def __init__(self, *, gate: str, column: str, shown: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -1,6 +1,6 @@
 """results.json: pure aggregation of row records into the document, its atomic write, and its checked read.
 
-No pytest, no torch. Records are records.RowRecord (made by evaluator.Evaluator.score_row) and gate
+No pytest, no torch. Records are records.RowRecord (made by evaluation.scoring.RowScorer.score_row) and gate
 verdicts records.GateRecord; everything known at collection (a benchmark's hash and domain) is in them, so
 the build reads no file. The document is built in one pass over each benchmark's rows: statistics a gate
 already computed are taken from its record, not computed again. Each benchmark entry's figures (mean
@@ -811,7 +811,7 @@ def document_text(document: Mapping[str, Any]) -> str:
 
     Strict JSON (allow_nan=False): NaN and Infinity are not JSON, and strict parsers (JavaScript's
     JSON.parse, jq) refuse a file holding them. A non-finite value that reaches here is a bug where it
-    entered: the ValueError makes the end of the run save its rows and say so (plugin._rescue)."""
+    entered: the ValueError makes the end of the run save its rows and say so (hooks.reporting._rescue)."""
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 

@@ -1,6 +1,6 @@
 """GitHub Actions output from a results.json document: the job summary and the `::error` annotations.
 
-Pure: no pytest, no torch. plugin.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
+Pure: no pytest, no torch. hooks/reporting.py appends the summary to $GITHUB_STEP_SUMMARY and prints the
 annotations when $GITHUB_ACTIONS is set. The gate check (`pytest-llmeval check`, failed_gates) is a
 subcommand of the command line (pytest_llmeval/cli/check.py); `python -m pytest_llmeval.ci check` stays
 as its alias, in ci/__main__.py (apart: the command line imports this module, never the other way round).

@@ -52,7 +52,8 @@ class GateRunner:
         self.store = store
         self.baselines = baselines  # earlier runs, for no_regression
         self.identity = identity  # who this run evaluates (provenance): its earlier runs are its baseline
-        # column -> its training log (plugin._training_logs); their results.json entries, worked out once.
+        # column -> its training log (hooks.configure._training_logs); their results.json entries, worked
+        # out once.
         self.training_logs = training_logs
         self._family: list[dict[str, Any]] | None = None  # the comparisons that decide gates (gate_family())
         self._training: list[gates.TrainingRow] | None = None
