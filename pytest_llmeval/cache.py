@@ -59,6 +59,8 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_mo
 # choices' log-likelihoods, kept in the cache too): an edit to it (a decoding fix, a new measured field)
 # must not be served results of the old code.
 CODE_MODULES = ("generation.py", "models.py", "perplexity.py", "measures.py")
+# A served model's outputs depend on our client and prompt building, not on our weights code.
+SERVED_CODE_MODULES = ("endpoint.py", "generation.py")
 
 
 def canonical(value: Any) -> bytes:

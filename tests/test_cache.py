@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 from helpers import jsonl, row
 
+from pytest_llmeval import cache as cache_module
 from pytest_llmeval.cache import (
+    CODE_MODULES,
+    SERVED_CODE_MODULES,
     SIDES,
     CacheStats,
     FileIndex,
@@ -241,6 +244,15 @@ def test_key_is_the_same_in_another_process(tmp_path: Path) -> None:
 
 
 # --- batch composition ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("modules", [CODE_MODULES, SERVED_CODE_MODULES], ids=["weights", "served"])
+def test_every_module_the_code_fingerprint_hashes_exists(modules: tuple[str, ...]) -> None:
+    """The cache's code fingerprint hashes modules by name: a module moved into a package (issue 37's new
+    layout) would leave a name that hashes nothing, and the cache would silently stop seeing code changes."""
+    package = Path(cache_module.__file__).parent
+    assert [name for name in modules if not (package / name).is_file()] == []
+    assert cache_module.code_fingerprint(modules) == cache_module.code_fingerprint(modules)  # reads them all
 
 
 def test_batch_invariance_only_for_exact_float32() -> None:

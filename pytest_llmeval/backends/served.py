@@ -254,7 +254,7 @@ class ServedBackend:
         """A served model's identity in the generation cache: its id, what the server reports of it (model,
         system_fingerprint, quantization), the seed sent, and this client's code. No URL: the same model
         spread over several machines, or moved, is the same model."""
-        from pytest_llmeval.cache import ModelIdentity, code_fingerprint, sha256_json
+        from pytest_llmeval.cache import SERVED_CODE_MODULES, ModelIdentity, code_fingerprint, sha256_json
 
         served = self._probed()[self.model_id(column)]
         return ModelIdentity(
@@ -271,7 +271,7 @@ class ServedBackend:
             tokenizer="as served",
             dtype="as served",
             device="endpoint",
-            software={"code": code_fingerprint(("endpoint.py", "generation.py"))},
+            software={"code": code_fingerprint(SERVED_CODE_MODULES)},
             batch_invariant=True,  # each request stands alone: no batch of ours shapes its output
         )
 
