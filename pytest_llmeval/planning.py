@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.benchmark import Case
-from pytest_llmeval.records import ADAPTER, BASE, BenchmarkInfo, Domain, RowRecord
+from pytest_llmeval.records import BASE, BenchmarkInfo, Domain, RowRecord
 from pytest_llmeval.roster import Roster
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.run_options import RunOptions
@@ -117,15 +117,6 @@ class RunPlan:
         if self._roster is None:
             self._roster = self._find_roster()
         return self._roster
-
-    @property
-    def has_adapter(self) -> bool:
-        return bool(self.roster.adapters)
-
-    @property
-    def evaluated(self) -> str:
-        """The model whose score decides a row: the adapter when there is one, else the base."""
-        return ADAPTER if self.has_adapter else BASE
 
     def columns(self) -> list[str]:
         """Every column a row is generated or measured for, the base first (then the base prompted as an
