@@ -14,7 +14,13 @@ object per line, each with "event" and "step" (the optimizer step, the Trainer's
   runs, so the peak is where they show). On CPU, peak_rss_bytes: the process's peak resident memory.
 - "measure", every `measure_every` steps (default 500) when `benchmark` names a benchmark file: the
   token-weighted perplexity of its perplexity rows under the model being trained (pytest_llmeval.perplexity,
-  with each row's window), with cross_entropy, n_tokens and n_texts; on CUDA its own peak_allocated_bytes,
+  with each row's window), with cross_entropy, n_tokens and n_texts; from the same forward passes, the
+  document's character accuracy (§4.1, §6.1) as results.json's perplexity block gives it per script
+  (top1_accuracy): whether the model's top-1 next token was the right one, each scored token's hit shared
+  out over the characters it covers (perplexity's by_script). character_accuracy is all scripts together
+  (each scored token weighs one there: the top-1 next-token accuracy), character_accuracy_by_script each
+  script the texts hold; both are null without a fast tokenizer (the shares need character offsets).
+  On CUDA its own peak_allocated_bytes,
   which the memory events and the run's peak leave out (they are the training's; on CPU the process's peak
   resident memory cannot be reset, so there it includes the measurements).
 - "end", when training ends (§2.3): total_training_time_s (wall clock from train begin to end, evaluations
@@ -40,7 +46,7 @@ import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import IntervalStrategy
 
-from pytest_llmeval.perplexity import perplexity
+from pytest_llmeval.perplexity import PerplexityResult, ScriptShare, _sum_scripts, perplexity
 from pytest_llmeval.scorers import perplexity as ppl_scorer
 from pytest_llmeval.scorers import read_benchmark
 
@@ -216,9 +222,12 @@ class EvaluationCallback(TrainerCallback):
             torch.cuda.reset_peak_memory_stats(device)
         training = model.training
         model.eval()  # no dropout while measuring
+        # Character accuracy comes from the same forward passes; it needs each token's character offsets,
+        # which only a fast tokenizer gives (the plugin's perplexity rows follow the same rule).
+        by_script = bool(getattr(tokenizer, "is_fast", False))
         try:
             results = [
-                perplexity(model, tokenizer, texts, max_length=max_length, stride=stride)
+                perplexity(model, tokenizer, texts, max_length=max_length, stride=stride, by_script=by_script)
                 for (max_length, stride), texts in self._texts.items()
             ]
         finally:
@@ -236,8 +245,31 @@ class EvaluationCallback(TrainerCallback):
             "cross_entropy": cross_entropy,
             "n_tokens": tokens,
             "n_texts": sum(len(texts) for texts in self._texts.values()),
+            **_character_accuracy(results),
             **own,
         }
+
+
+def _character_accuracy(results: Iterable[PerplexityResult]) -> dict[str, Any]:
+    """The document's character accuracy (§4.1): perplexity's top-1 hits / scored over all scripts, and
+    per script the texts hold (None for both without by_script)."""
+    parts = [r.scripts for r in results if r.scripts is not None]
+    if not parts:
+        return {"character_accuracy": None, "character_accuracy_by_script": None}
+    scripts = _sum_scripts(parts)  # the windows' groups added up, as one perplexity() call adds its texts
+    # All scripts as one share, so that the ratio (and its None) is ScriptShare's own.
+    every = ScriptShare(
+        nll=math.fsum(s.nll for s in scripts.values()),
+        n_chars=sum(s.n_chars for s in scripts.values()),
+        hits=math.fsum(s.hits for s in scripts.values()),
+        scored=math.fsum(s.scored for s in scripts.values()),
+    )
+    return {
+        "character_accuracy": every.top1_accuracy,
+        "character_accuracy_by_script": {
+            name: share.top1_accuracy for name, share in scripts.items() if share.n_chars
+        },
+    }
 
 
 def _bytes(tensors: Iterable[torch.Tensor]) -> int:

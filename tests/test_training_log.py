@@ -322,7 +322,14 @@ def test_reads_the_callbacks_jsonl(tmp_path: Path) -> None:
         {"event": "memory", "step": 1, "device": "cpu", "parameters_bytes": 10, "peak_rss_bytes": 99},
         {"event": "step", "step": 2, "loss": 3.0, "learning_rate": 1e-3, "grad_norm": None},
         {"event": "eval", "step": 2, "eval_loss": 3.5},
-        {"event": "measure", "step": 2, "perplexity": 20.0, "cross_entropy": 3.0},
+        {
+            "event": "measure",
+            "step": 2,
+            "perplexity": 20.0,
+            "cross_entropy": 3.0,
+            "character_accuracy": 0.4,
+            "character_accuracy_by_script": {"hiragana": 0.5, "other": 0.25},
+        },
         {"event": "end", "step": 2, "total_training_time_s": 1.0, "n_steps": 2, "steps_per_hour": 7200.0},
     ]
     path = tmp_path / "run.jsonl"
@@ -529,18 +536,45 @@ def train(
 
 
 NORMAL_STEPS, NORMAL_BATCH, NORMAL_EVAL = 60, 8, 10
-MEASURED_ROWS = 4  # perplexity rows of the benchmark the callback measures
+# Perplexity rows of the benchmark the callback measures: Japanese benchmark rows, and training reviews
+# (learnt, so the model's top-1 next token is right on some of them: a character accuracy above 0).
+JAPANESE_ROWS, LEARNT_ROWS = 4, 2
+MEASURED_ROWS = JAPANESE_ROWS + LEARNT_ROWS
+
+
+def measured_texts() -> list[str]:
+    """The texts of the measured benchmark's rows, in its order."""
+    return (
+        benchmark_inputs("japanese_text.jsonl")[:JAPANESE_ROWS]
+        + benchmark_inputs("sentiment.jsonl")[:LEARNT_ROWS]
+    )
 
 
 @pytest.fixture(scope="module")
 def normal_run(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """English reviews, 48 to train on and 12 held out, the learning rate decaying to 0; the callback
-    measures the perplexity of a few Japanese benchmark rows on the way."""
+    measures a few Japanese benchmark rows and two of the training reviews on the way."""
     reviews = benchmark_inputs("sentiment.jsonl")
     out = tmp_path_factory.mktemp("normal-run")
     rows = (REPO / "benchmarks" / "japanese_text.jsonl").read_text(encoding="utf-8").splitlines()
+    # The reviews with a window of their own: the callback measures each window's rows apart and adds them
+    # up. 128 tokens hold a whole review, so one call with the default window gives the same numbers.
+    learnt = [
+        json.dumps(
+            {
+                "id": f"learnt-{i}",
+                "instruction": "",
+                "input": text,
+                "expected_output": "",
+                "evaluation_type": "perplexity",
+                "evaluation_config": {"threshold": 1e9, "max_length": 128},
+                "difficulty": "easy",
+            }
+        )
+        for i, text in enumerate(reviews[:LEARNT_ROWS])
+    ]
     benchmark = out.parent / "measured.jsonl"
-    benchmark.write_text("\n".join(rows[:MEASURED_ROWS]) + "\n", encoding="utf-8")
+    benchmark.write_text("\n".join(rows[:JAPANESE_ROWS] + learnt) + "\n", encoding="utf-8")
     trainer = train(
         out,
         tiny_model,
@@ -614,10 +648,22 @@ def test_trainer_callback_memory_and_perplexity_events(normal_run: tuple[Path, A
     assert [e["step"] for e in measured] == [NORMAL_STEPS // 2, NORMAL_STEPS]
     assert all(e["n_texts"] == MEASURED_ROWS for e in measured)
     # The last measurement is of the model as training left it.
-    texts = benchmark_inputs("japanese_text.jsonl")[:MEASURED_ROWS]
-    final = perplexity(model, trainer.processing_class, texts)
+    final = perplexity(model, trainer.processing_class, measured_texts(), by_script=True)
     assert measured[-1]["perplexity"] == pytest.approx(final.perplexity, rel=1e-6)
     assert all(1 < e["perplexity"] < math.inf for e in measured)
+    # The document's character accuracy on the same schedule is perplexity's own top-1 figure on the same
+    # texts: per script as results.json's perplexity block gives it, and over every script hits / scored.
+    assert final.scripts is not None
+    present = {s: share for s, share in final.scripts.items() if share.n_chars}
+    assert set(present) == {"hiragana", "katakana", "latin", "other"}  # kana, English, spaces, punctuation
+    by_script = measured[-1]["character_accuracy_by_script"]
+    assert by_script == pytest.approx({s: share.top1_accuracy for s, share in present.items()}, rel=1e-9)
+    hits = math.fsum(share.hits for share in final.scripts.values())
+    scored = math.fsum(share.scored for share in final.scripts.values())
+    assert scored == pytest.approx(final.n_tokens)  # each scored token weighs one, shared over its characters
+    assert measured[-1]["character_accuracy"] == pytest.approx(hits / scored, rel=1e-9)
+    assert all(0 < e["character_accuracy"] < 1 for e in measured)
+    assert measured[-1]["character_accuracy_by_script"]["latin"] > 0, measured[-1]
 
 
 @pytest.fixture(scope="module")
