@@ -1,8 +1,10 @@
 """The documentation stays true to the code: the generated option reference is current and complete, the
-README stays a front page, every relative link and anchor resolves, and the MkDocs site builds strictly."""
+README stays a front page, every relative link and anchor resolves, the source documents' pages cite tests
+that exist, and the MkDocs site builds strictly."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -32,7 +34,8 @@ def test_options_are_grouped_by_concern_in_help() -> None:
     """`pytest --help` shows the plugin's options in groups by concern (issue 37), never one flat list."""
     parser = gen_options_doc.build_parser()
     groups = [(g.name, [o.names()[0] for o in g.options]) for g in parser._groups if g.options]
-    concerns = ["models", "endpoint", "generation", "prompts", "selection", "gates", "training", "measures"]
+    concerns = ["models", "endpoint", "generation", "prompts", "selection", "gates", "hygiene", "training"]
+    concerns.append("measures")
     assert [name for name, _ in groups] == [f"llmeval-{c}" for c in [*concerns, "budget", "outputs"]]
     assert all(len(options) <= 12 for _, options in groups), groups
     assert dict(groups)["llmeval-endpoint"][0] == "--llmeval-endpoint"
@@ -130,6 +133,54 @@ def test_relative_links_resolve(source: Path) -> None:
         elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
             broken.append(f"{target}: no heading with id {anchor!r}")
     assert not broken, f"{source.relative_to(REPO)}: {broken}"
+
+
+# A test cited in a page of docs/sources/: `tests/<file>.py::<name>` (a parametrised id's `[...]` is not
+# captured), or the file alone for a test being written.
+CITED_TEST = re.compile(r"\btests/([\w/]+\.py)(?:::(\w+))?")
+
+
+def _test_functions(path: Path) -> set[str]:
+    """The names of the test functions a test file defines, read with ast (nothing is imported or run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+    }
+
+
+def test_source_pages_cite_tests_that_exist() -> None:
+    """Each requirement row of docs/sources/ names its tests or says "no test"; every test named is a test
+    function of an existing file, and a file cited alone (a test being written) exists."""
+    pages = sorted((DOCS / "sources").glob("*.md"))
+    assert len(pages) == 6, [page.name for page in pages]  # the index and one page per source document
+    functions: dict[Path, set[str]] = {}
+    problems: list[str] = []
+    cited = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for line in text.splitlines():
+            header = line.startswith(("| requirement", "| ---"))
+            if page.name == "index.md" or not line.startswith("| ") or header:
+                continue  # the requirement tables' rows only
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            if len(cells) != 3:
+                problems.append(f"{page.name}: a row without its three cells: {line[:80]}")
+            elif "tests/" not in cells[2] and "no test" not in cells[2]:
+                problems.append(f"{page.name}: a row names no test and does not say 'no test': {cells[0]}")
+        for match in CITED_TEST.finditer(text):
+            cited += 1
+            path, name = REPO / "tests" / match.group(1), match.group(2)
+            if not path.is_file():
+                problems.append(f"{page.name}: {match.group(0)}: no such file")
+                continue
+            if path not in functions:
+                functions[path] = _test_functions(path)
+            if name is not None and name not in functions[path]:
+                problems.append(f"{page.name}: {match.group(0)}: no test function {name} in that file")
+    assert cited > 100  # the tables were read: a changed citation format would otherwise pass on nothing
+    assert not problems, "\n".join(problems)
 
 
 def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
