@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,9 @@ REQUIRED_FIELDS: tuple[str, ...] = (
     "difficulty",
 )
 # `system`: the row's own system prompt (prompts.py: the row is the most specific layer of its prompt).
-OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags", "system")
+# `metrics`: more evaluation types scored on the same output (Metric); the row's own evaluation_type still
+# decides whether it passes.
+OPTIONAL_FIELDS: tuple[str, ...] = ("evaluation_config", "tags", "system", "metrics")
 # evaluation_config keys about how the run treats the row, not how it is scored: checked here and kept
 # apart (Case.run_options), so that no scorer sees them. sequential: false opts the file out of
 # --llmeval-sequential; prompt_template is the row's own Jinja prompt template (prompts.py).
@@ -58,6 +60,14 @@ RowValidator = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One more evaluation type a row is scored by, on the same output as its own (a row's `metrics`)."""
+
+    evaluation_type: str
+    evaluation_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Case:
     """One benchmark row."""
 
@@ -72,6 +82,23 @@ class Case:
     tags: tuple[str, ...] = ()
     run_options: Mapping[str, Any] = field(default_factory=dict)  # RUN_KEYS found in evaluation_config
     system: str | None = None  # the row's own system prompt
+    # More metrics on the same output, reported beside the row's own score; evaluation_type decides the pass.
+    metrics: tuple[Metric, ...] = ()
+    # Every reference when expected_output was a list (its first is expected_output, which whatever shows or
+    # prompts with the expected answer uses); filled with (expected_output,) when not given.
+    references: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.references:
+            object.__setattr__(self, "references", (self.expected_output,))
+        elif self.references[0] != self.expected_output:
+            raise ValueError("references[0] must be expected_output")
+
+    @property
+    def expected(self) -> str | tuple[str, ...]:
+        """What a scorer compares with: expected_output, or the tuple of references when there are several
+        (only a type whose ScorerSpec takes references gets several: checked at collection)."""
+        return self.expected_output if len(self.references) == 1 else self.references
 
 
 @dataclass(frozen=True)
@@ -173,8 +200,13 @@ def load_benchmark(
     validators: Mapping[str, ConfigValidator],
     field_rules: Mapping[str, FieldRule] | None = None,
     row_validators: Mapping[str, RowValidator] | None = None,
+    metric_types: Collection[str] = (),
+    reference_types: Collection[str] = (),
 ) -> Benchmark:
-    """Parse and validate a JSONL benchmark; raises BenchmarkError listing every bad line."""
+    """Parse and validate a JSONL benchmark; raises BenchmarkError listing every bad line.
+
+    metric_types: the evaluation types a row may name in `metrics` (those that score a generated text).
+    reference_types: the evaluation types that take several references (expected_output a list)."""
     data = path.read_bytes()
     problems: list[tuple[int, str]] = []
     try:
@@ -188,7 +220,9 @@ def load_benchmark(
         if obj is None:
             problems.append((lineno, str(bad)))
             continue
-        case, reasons = _parse_row(obj, lineno, validators, field_rules or {}, row_validators or {})
+        case, reasons = _parse_row(
+            obj, lineno, validators, field_rules or {}, row_validators or {}, metric_types, reference_types
+        )
         problems.extend((lineno, r) for r in reasons)
         if case is None:
             continue
@@ -213,6 +247,8 @@ def _parse_row(
     validators: Mapping[str, ConfigValidator],
     field_rules: Mapping[str, FieldRule],
     row_validators: Mapping[str, RowValidator],
+    metric_types: Collection[str] = (),
+    reference_types: Collection[str] = (),
 ) -> tuple[Case | None, list[str]]:
     """Validate one row; returns the Case (None when invalid) and every reason it is invalid."""
     reasons: list[str] = []
@@ -233,6 +269,8 @@ def _parse_row(
     for key in REQUIRED_FIELDS:
         if key not in obj:
             reasons.append(f"missing required field '{key}'")
+        elif key == "expected_output" and isinstance(obj[key], list) and reference_types:
+            reasons.extend(_reference_problems(obj[key], evaluation_type, validators, reference_types))
         elif not isinstance(obj[key], str):
             reasons.append(f"field '{key}' must be a string, got {_json_type(obj[key])}")
         elif (key not in may_be_empty or key in must_have) and not obj[key].strip():
@@ -276,6 +314,9 @@ def _parse_row(
         except ValueError as exc:
             reasons.append(f"evaluation_config: {exc}")
 
+    metrics, why = _metrics(obj, validators, metric_types)
+    reasons.extend(why)
+
     tags = obj.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() for t in tags):
         reasons.append(f"field 'tags' must be a list of non-empty strings, got {json.dumps(tags)}")
@@ -283,12 +324,14 @@ def _parse_row(
 
     if reasons:
         return None, reasons
+    given = obj["expected_output"]
+    references = (given,) if isinstance(given, str) else tuple(given)  # a one-item list is the string
     return (
         Case(
             id=row_id,
             instruction=obj["instruction"],
             input=obj["input"],
-            expected_output=obj["expected_output"],
+            expected_output=references[0],
             evaluation_type=obj["evaluation_type"],
             difficulty=difficulty,
             line=lineno,
@@ -296,9 +339,85 @@ def _parse_row(
             tags=tuple(tags),
             run_options=run_options,
             system=system,
+            metrics=metrics,
+            references=references,
         ),
         [],
     )
+
+
+def _reference_problems(
+    value: list[Any],
+    evaluation_type: Any,
+    validators: Mapping[str, ConfigValidator],
+    accepting: Collection[str],
+) -> list[str]:
+    """Why a list expected_output is invalid: empty, an item not a non-empty string, or a type that takes
+    one reference (an unknown type is reported by itself)."""
+    if not value:
+        return ["field 'expected_output' is an empty list: give the expected answer, or a list of references"]
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            return [f"field 'expected_output': item [{i}] must be a string, got {_json_type(item)}"]
+        if not item.strip():
+            return [f"field 'expected_output': item [{i}] is empty (each reference must hold text)"]
+    if evaluation_type in validators and evaluation_type not in accepting:
+        return [
+            f"field 'expected_output' is a list, but evaluation_type {evaluation_type!r} takes one expected "
+            f"answer: give a string (a list of references suits {', '.join(sorted(accepting))})"
+        ]
+    return []
+
+
+def _metrics(
+    obj: Mapping[str, Any], validators: Mapping[str, ConfigValidator], metric_types: Collection[str]
+) -> tuple[tuple[Metric, ...], list[str]]:
+    """A row's `metrics`: each an evaluation type ("rouge") or {"evaluation_type", "evaluation_config"},
+    validated like the row's own; returns them and every reason they are invalid."""
+    raw = obj.get("metrics", [])
+    if not isinstance(raw, list):
+        return (), [f"field 'metrics' must be a list of evaluation types, got {_json_type(raw)}"]
+    own = obj.get("evaluation_type")
+    if raw and own not in metric_types:
+        # A measured row (perplexity, multiple_choice) or a judged or run one has no one text to score.
+        return (), [
+            f"field 'metrics': a {own} row generates no text the metrics could score; "
+            f"metrics go on rows of {', '.join(sorted(metric_types))}"
+        ]
+    found: list[Metric] = []
+    reasons: list[str] = []
+    for i, entry in enumerate(raw):
+        kind: Any
+        config: Any
+        if isinstance(entry, str):
+            kind, config = entry, {}
+        elif isinstance(entry, dict) and set(entry) <= {"evaluation_type", "evaluation_config"}:
+            kind, config = entry.get("evaluation_type"), entry.get("evaluation_config", {})
+        else:
+            reasons.append(
+                f"metrics[{i}] must be an evaluation type or an object with evaluation_type and "
+                f"evaluation_config, got {json.dumps(entry)[:80]}"
+            )
+            continue
+        if kind not in metric_types:
+            reasons.append(
+                f"metrics[{i}]: {json.dumps(kind)[:80]} cannot score a row's output "
+                f"(one of: {', '.join(sorted(metric_types))})"
+            )
+            continue
+        if kind == own or any(m.evaluation_type == kind for m in found):
+            reasons.append(f"metrics[{i}]: {kind} is already scored on this row (each type once)")
+            continue
+        if not isinstance(config, dict):
+            reasons.append(f"metrics[{i}]: evaluation_config must be an object, got {_json_type(config)}")
+            continue
+        try:
+            validators[kind](config)
+        except ValueError as exc:
+            reasons.append(f"metrics[{i}] ({kind}): evaluation_config: {exc}")
+            continue
+        found.append(Metric(kind, config))
+    return tuple(found), reasons
 
 
 def _json_type(value: object) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmeval.formatting import CROSS_ENTROPY_MEASURE, SCORE_MEASURE
-from pytest_llmeval.records import ADAPTER, BASE, partner, score, score_value
+from pytest_llmeval.records import ADAPTER, BASE, as_metric, metric_value, partner, score, score_value
 
 GATES_FAMILY = "gates"
 REPORTED_FAMILY = "reported"
@@ -36,10 +36,13 @@ class Planned:
     against: str
     benchmark: str
     family: str
+    metric: str | None = None  # --llmeval-gate-metric: compared on this metric's scores (records.as_metric)
 
 
 def plan(
-    records_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]], kinds: Mapping[str, str]
+    records_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
+    kinds: Mapping[str, str],
+    gate_metrics: Sequence[str] = (),
 ) -> list[Planned]:
     """The comparisons of a run, in a fixed order (benchmark by name, then columns in the run's order).
 
@@ -60,6 +63,11 @@ def plan(
                 continue
             family = GATES_FAMILY if domains.get(column) == "in" else REPORTED_FAMILY
             planned.append(Planned(column, partner(rows[0], column), name, family))
+            # A gate per metric (--llmeval-gate-metric) is one more claim: in the same family as the
+            # column's own, so that asking for more gates makes each one harder to pass, not easier.
+            for metric in gate_metrics:
+                if any(metric_value(r, column, metric) is not None for r in rows):
+                    planned.append(Planned(column, partner(rows[0], column), name, family, metric))
         for column, kind in kinds.items():
             if kind != "model" or column not in present:
                 continue
@@ -123,6 +131,8 @@ def compare(
     entries: list[dict[str, Any]] = []
     for p in planned:
         rows = sorted(records_by_benchmark[p.benchmark], key=lambda r: r["nodeid"])
+        if p.metric is not None:
+            rows = [m for r in rows if (m := as_metric(r, p.metric)) is not None]
         values, against, bounded, measure = comparison_values(rows, p.column, p.against)
         entry: dict[str, Any] = {
             "model": p.column,
@@ -135,6 +145,8 @@ def compare(
             "p_value_adjusted": None,
             "significant": None,
         }
+        if p.metric is not None:
+            entry["metric"] = p.metric
         if values:
             cmp = compare_paired(values, against, alpha=alpha, bounded=bounded)
             entry.update(statistics=cmp.to_json(), p_value=cmp.p_value)
@@ -151,10 +163,19 @@ def compare(
 
 
 def find(
-    entries: Sequence[Mapping[str, Any]], column: str, against: str, benchmark: str
+    entries: Sequence[Mapping[str, Any]],
+    column: str,
+    against: str,
+    benchmark: str,
+    metric: str | None = None,
 ) -> Mapping[str, Any]:
-    """The entry of one comparison."""
+    """The entry of one comparison (`metric`: a gate metric's, None: the rows' own scores)."""
     for e in entries:
-        if (e["model"], e["against"], e["benchmark"]) == (column, against, benchmark):
+        if (e["model"], e["against"], e["benchmark"], e.get("metric")) == (
+            column,
+            against,
+            benchmark,
+            metric,
+        ):
             return e
-    raise KeyError((column, against, benchmark))
+    raise KeyError((column, against, benchmark, metric))

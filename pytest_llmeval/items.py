@@ -118,6 +118,18 @@ class BenchmarkFile(pytest.File):
                 f"{GATE_PREFIX}{name}[{column}]" if several and column is not None else f"{GATE_PREFIX}{name}"
             )
             yield GateItem.from_parent(self, name=label, gate=name, info=info, column=column)
+            # --llmeval-gate-metric: the same gate on each named metric's scores, `[rouge]` or
+            # `[date-iso:rouge]` (a metric no row of the file has skips, saying so).
+            for metric in run.options.gate_options.gate_metrics if column is not None else ():
+                which = f"{column}:{metric}" if several else metric
+                yield GateItem.from_parent(
+                    self,
+                    name=f"{GATE_PREFIX}{name}[{which}]",
+                    gate=name,
+                    info=info,
+                    column=column,
+                    metric=metric,
+                )
         for name in gate_names(in_domain=False, has_previous=run.baselines.available)[1:]:
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, info=info)
 
@@ -217,7 +229,9 @@ class CaseItem(BenchmarkItem):
         ]
         if case.input:
             lines.append(f"  input:       {shown(case.input)}")
-        lines.append(f"  expected:    {shown(case.expected_output)}")
+        for i, reference in enumerate(case.references):  # a row may give several references
+            label = "expected:" if len(case.references) == 1 else f"reference {i + 1}:"
+            lines.append(f"  {label:<12} {shown(reference)}")
         if evaluated.get("output") is not None:  # measured types (multiple_choice) generate nothing
             lines.append(f"  output:      {shown(str(evaluated.get('output')))}")
         explain = SCORERS[case.evaluation_type].explain
@@ -275,19 +289,22 @@ class GateItem(_GateReport, BenchmarkItem):
     """One gate of a benchmark file (`<file>::gate::<name>`), run after every row (hooks/collection.py
     orders them)."""
 
-    def __init__(self, *, gate: str, column: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, gate: str, column: str | None = None, metric: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.gate = gate
         self.column = column  # the column a model gate compares with the base
+        self.metric = metric  # --llmeval-gate-metric: the evaluation type whose scores it judges
         self.label = self.name.removeprefix(GATE_PREFIX)  # `better_than_base[date-iso]`
         self.llmeval_gate: GateRecord | None = None
         self.add_marker("gate")
 
     def runtest(self) -> None:
         run = self.config.stash[EVALUATOR_KEY]
-        verdict, statistics = run.evaluate_gate(self.benchmark, self.gate, self.column)
+        verdict, statistics = run.evaluate_gate(self.benchmark, self.gate, self.column, self.metric)
         model = self.column if run.roster.several else None
-        self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model)
+        self.llmeval_gate = gate_record(self.info, verdict.to_json(), statistics, model, self.metric)
         _conclude(verdict, self.label, self.path, where=self.benchmark)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
@@ -345,6 +362,51 @@ class TrainingGateItem(_GateReport):
 
     def runtest(self) -> None:
         verdict = self.config.stash[EVALUATOR_KEY].training_verdict(self.column, self.gate)
+        _conclude(verdict, self.label, self.path)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.nodeid
+
+
+# The node id of the collector of run gates (hooks.collection.pytest_make_collect_report).
+RUN_NODE = "llmeval::criteria"
+
+
+class RunGates(pytest.Collector):
+    """The gates the criteria require of the run as a whole (Evaluator.run_gates): under --llmeval-criteria
+    locollm, each gated column's out_of_domain_required, in the roster's order."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for member, gate in self.config.stash[EVALUATOR_KEY].run_gates():
+            item: RunGateItem = RunGateItem.from_parent(
+                self,
+                name=f"{GATE_PREFIX}{gate}",
+                nodeid=f"{member.name}::{GATE_PREFIX}{gate}",
+                gate=gate,
+                member=member,
+            )
+            yield item
+
+
+class RunGateItem(_GateReport):
+    """A gate on the run as a whole (`<name>::gate::out_of_domain_required`), judged from the benchmarks
+    collected. Like a training gate, its verdict is not sent on the report: results.json's `criteria`
+    gives it over the rows that ran (gates.criteria_entry), which `pytest-llmeval check` reads."""
+
+    def __init__(self, *, gate: str, member: Member, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = gate
+        self.member = member
+        self.add_marker("gate")
+        self.extra_keyword_matches.add(member.name)  # `-k date-iso` selects it, as its training gates
+
+    @property
+    def label(self) -> str:
+        """`out_of_domain_required[date-iso]`, the key of its verdict in results.json's `criteria`."""
+        return f"{self.gate}[{self.member.name}]"
+
+    def runtest(self) -> None:
+        verdict = self.config.stash[EVALUATOR_KEY].run_verdict(self.member, self.gate)
         _conclude(verdict, self.label, self.path)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -290,22 +290,53 @@ def fluency(
     *,
     column: str | None,
     scorer_name: str,
+    external: bool = False,
+    max_length: int | None = None,
+    stride: int | None = None,
+    batch_size: int | None = None,
 ) -> list[FluencyRecord]:
-    """Per row: NLL, tokens and characters of the output and of the reference under `scorer`.
+    """Per row: NLL, tokens and characters of the output and of the reference under `scorer`, and the
+    chest X-ray document's per-study figures from them (summaries.study_figures).
 
     `column`: the scorer's adapter to turn on (an adapter measuring its own outputs), None for none.
+    `external`: the scorer is --llmeval-ppl-model, not the model that wrote the outputs. max_length,
+    stride, batch_size: perplexity.perplexity's window and windows per forward pass (None: its defaults).
+    ValueError: the window does not fit the scorer (perplexity.perplexity's message).
     """
     from pytest_llmeval.perplexity import perplexity
+    from pytest_llmeval.summaries import study_figures
 
     # One call for every text of the chunk: they share forward passes. Empty texts have no token to score.
     texts = sorted({t for t in [*references, *outputs] if t and t.strip()})
     measured: dict[str, dict[str, Any]] = {}
     if texts:
         with scorer.active(column):
-            result = perplexity(scorer.model, scorer.tokenizer, texts)
+            result = perplexity(
+                scorer.model,
+                scorer.tokenizer,
+                texts,
+                max_length=max_length,
+                stride=stride,
+                batch_size=batch_size,
+            )
         for t in result.texts:
             measured[texts[t.index]] = {"nll": t.nll, "n_tokens": t.n_tokens, "n_chars": t.n_chars}
-    return [
-        {"scorer": scorer_name, "output": measured.get(out or ""), "reference": measured.get(ref)}
-        for ref, out in zip(references, outputs, strict=True)
-    ]
+    records: list[FluencyRecord] = []
+    for ref, out in zip(references, outputs, strict=True):
+        output, reference = measured.get(out or ""), measured.get(ref)
+        figures = study_figures(output, reference)
+        records.append(
+            {
+                "scorer": scorer_name,
+                "external": external,
+                "output": output,
+                "reference": reference,
+                "perplexity_generated": figures["perplexity_generated"],
+                "perplexity_reference": figures["perplexity_reference"],
+                "perplexity_ratio": figures["perplexity_ratio"],
+                "cross_entropy_generated": figures["cross_entropy_generated"],
+                "cross_entropy_reference": figures["cross_entropy_reference"],
+                "cross_entropy_difference": figures["cross_entropy_difference"],
+            }
+        )
+    return records

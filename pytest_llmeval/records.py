@@ -41,6 +41,16 @@ class FluencyRecord(TypedDict):
     scorer: str  # the model that measured: this side's own model, or --llmeval-ppl-model
     output: dict[str, Any] | None  # {nll, n_tokens, n_chars}; None for an empty output
     reference: dict[str, Any] | None  # the same for the row's expected output
+    # True: one external scorer (--llmeval-ppl-model) measured, not the model that wrote the output.
+    external: NotRequired[bool]
+    # The chest X-ray document's per-study figures, from output and reference (summaries.study_figures);
+    # None where a text is empty. Ratio: generated / reference; difference: generated - reference.
+    perplexity_generated: NotRequired[float | None]
+    perplexity_reference: NotRequired[float | None]
+    perplexity_ratio: NotRequired[float | None]
+    cross_entropy_generated: NotRequired[float | None]
+    cross_entropy_reference: NotRequired[float | None]
+    cross_entropy_difference: NotRequired[float | None]
 
 
 class SideRecord(TypedDict, total=False):
@@ -50,6 +60,9 @@ class SideRecord(TypedDict, total=False):
     score: dict[str, Any] | None  # scorers.Score.to_json(); None when the scorer raised
     measurement: dict[str, Any]  # what the model measured, kept when scoring failed (the judge's runs)
     fluency: FluencyRecord  # --llmeval-fluency: perplexity of this side's output
+    # The row's `metrics`: evaluation type -> its score of the same output (`score` is the row's own type's,
+    # which decides the pass).
+    metrics: dict[str, dict[str, Any]]
     # --llmeval-context-overflow truncate-*: the prompt was cut to fit the model's context (how, in tokens)
     prompt_truncated: dict[str, Any]
     # The prompt this column was given, where it differs from the row's `prompt` (its own tokenizer, its
@@ -74,7 +87,7 @@ class RowRecord(TypedDict):
     instruction: str
     input: str
     tags: list[str]
-    expected_output: str
+    expected_output: str  # the first reference when the row gives several
     evaluated: str  # the model whose score decides pass/fail: ADAPTER with an adapter, else BASE
     models: dict[str, SideRecord]  # empty when the row was skipped or failed before any model ran
     passed: bool
@@ -88,6 +101,8 @@ class RowRecord(TypedDict):
     baselines: NotRequired[dict[str, str]]
     system: NotRequired[str]
     prompt_template: NotRequired[str]
+    # Every reference, when the row's expected_output was a list of more than one (benchmark.Case.references).
+    references: NotRequired[list[str]]
     # What the row cost each column (costs.side_cost): summed into results.json's `cost`, not shown per row
     # (its clocks differ between any two runs, and rows are the same with or without -n).
     cost: NotRequired[dict[str, dict[str, Any]]]
@@ -106,6 +121,7 @@ class GateRecord(TypedDict):
     # results.json keeps it once, as the benchmark's `statistics`, instead of computing it again.
     statistics: dict[str, Any] | None
     model: str | None  # the column a model gate compared with the base; None: the run's only one, or none
+    metric: NotRequired[str]  # --llmeval-gate-metric: the evaluation type whose scores the gate judged
 
 
 def row_record(
@@ -146,6 +162,8 @@ def row_record(
     template = getattr(case, "run_options", {}).get("prompt_template")
     if template is not None:
         made["prompt_template"] = template
+    if len(getattr(case, "references", ())) > 1:
+        made["references"] = list(case.references)
     return made
 
 
@@ -165,9 +183,10 @@ def gate_record(
     verdict: Mapping[str, Any],
     statistics: Mapping[str, Any] | None = None,
     model: str | None = None,
+    metric: str | None = None,
 ) -> GateRecord:
     """The one constructor of a gate record, from gates.Verdict.to_json()."""
-    return {
+    made: GateRecord = {
         "benchmark": benchmark,
         "gate": str(verdict["gate"]),
         "status": str(verdict["status"]),
@@ -177,6 +196,9 @@ def gate_record(
         "statistics": None if statistics is None else dict(statistics),
         "model": model,
     }
+    if metric is not None:
+        made["metric"] = metric
+    return made
 
 
 # --- reading a row (a record, or a row of results.json: the same shape less `benchmark`) -----------------
@@ -200,6 +222,32 @@ def score_value(row: Mapping[str, Any], model: str) -> float | None:
     """One model's score value of a row; None when absent, skipped or errored."""
     found = score(row, model)
     return None if found is None else float(found["value"])
+
+
+def metric_value(row: Mapping[str, Any], model: str, kind: str) -> float | None:
+    """One model's score of a row by evaluation type `kind`: its own type's score, or one of its `metrics`;
+    None when the row has no such score."""
+    if row["evaluation_type"] == kind:
+        return score_value(row, model)
+    found = side(row, model)
+    metric = None if found is None or row.get("error") else (found.get("metrics") or {}).get(kind)
+    return None if metric is None else float(metric["value"])
+
+
+def as_metric(row: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    """The row as if `kind` had scored it: each side's `score` is its score by `kind` (its own type's, or
+    one of its `metrics`), so every reader of scores (comparisons, gates) reads that metric. None when the
+    row has no score by `kind`."""
+    if row["evaluation_type"] == kind:
+        return dict(row)
+    models = {
+        who: {**found, "score": found["metrics"][kind]}
+        for who, found in (row.get("models") or {}).items()
+        if kind in (found.get("metrics") or {})
+    }
+    if not models:
+        return None
+    return {**row, "evaluation_type": kind, "models": models}
 
 
 def evaluated_value(row: Mapping[str, Any]) -> float | None:

@@ -23,6 +23,7 @@ from typing import Any, TypeAlias, cast
 
 from pytest_llmeval import comparisons
 from pytest_llmeval.comparisons import comparison_values
+from pytest_llmeval.gates import criteria_entry
 from pytest_llmeval.inputs import write_bytes_atomic
 from pytest_llmeval.records import (
     ADAPTER,
@@ -31,6 +32,7 @@ from pytest_llmeval.records import (
     GateRecord,
     RowRecord,
     evaluated_value,
+    metric_value,
     partner,
     score,
     score_value,
@@ -44,6 +46,7 @@ from pytest_llmeval.summaries import (
     composite_summary,
     corpus_scores,
     fluency_summary,
+    metrics_summary,
     out_of_domain_figure,
     pass_at_k_summary,
     perplexity_summary,
@@ -200,7 +203,8 @@ def project(record: RowRecord, column: str) -> RowRecord:
 
 def gate_key(gate: Mapping[str, Any]) -> str:
     """A gate record's key in its benchmark's `gates`: the gate's name, with its column when it has one."""
-    return f"{gate['gate']}[{gate['model']}]" if gate.get("model") else str(gate["gate"])
+    which = ":".join(str(w) for w in (gate.get("model"), gate.get("metric")) if w)
+    return f"{gate['gate']}[{which}]" if which else str(gate["gate"])
 
 
 def interference_matrix(
@@ -296,7 +300,7 @@ def build_results(
         document["several_models"] = True
         if adapters:
             document["top_level"]["reason"] += f"; the top level is adapter {adapters[0]}'s document"
-    planned = comparisons.plan(by_benchmark, kinds)
+    planned = comparisons.plan(by_benchmark, kinds, meta.get("gate_metrics") or ())
     document["models"] = list(meta.get("models") or [])
     document["adjustment"] = {
         "method": adjust,
@@ -508,8 +512,9 @@ def _build(
         by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
         info[record["benchmark"]["name"]] = record["benchmark"]
     gates_of: dict[str, dict[str, GateRecord]] = {}
-    for gate in sorted(gates, key=lambda g: (g["benchmark"]["name"], g["gate"])):
-        gates_of.setdefault(gate["benchmark"]["name"], {})[gate["gate"]] = gate
+    for gate in sorted(gates, key=lambda g: (g["benchmark"]["name"], g["gate"], g.get("metric") or "")):
+        # A gate per metric sits beside its gate (`better_than_base[rouge]`), never in its place.
+        gates_of.setdefault(gate["benchmark"]["name"], {})[gate_key(gate)] = gate
         info.setdefault(gate["benchmark"]["name"], gate["benchmark"])
     has_adapter = bool(ordered) and ordered[0]["evaluated"] == ADAPTER
     lookup = baseline_lookup(previous)
@@ -574,11 +579,26 @@ def _build(
         "incomplete_reason": None if complete else incomplete_reason,
         # --llmeval-sample: the seeded subset that ran (the same rows for every model and worker).
         "subset": meta.get("subset"),
+        # The rules the gates decided by (--llmeval-criteria), with the run gates they require.
+        "criteria": criteria_entry(
+            meta.get("criteria"),
+            [r["benchmark"] for r in ordered],
+            {ADAPTER: str(meta.get("adapter_name") or ADAPTER)}
+            | {str(m["column"]): str(m["name"]) for m in meta.get("models") or [] if "column" in m},
+        ),
         "sandbox": sandbox_isolation(ordered),
+        # semantic and bertscore rows' model (--llmeval-embedding-model), where a row was scored by one.
+        "embedding_model": meta.get("embedding_model") if _embedded(ordered) else None,
         # Over every row of the run: the QA document scores one model with several metrics at once.
         "composite": composite_summary(ordered, weights),
         "benchmarks": benchmarks,
     }
+
+
+def _embedded(rows: Sequence[RowRecord]) -> bool:
+    """Whether a row was scored with the embedding model (its own type, or one of its `metrics`)."""
+    kinds = ("semantic", "bertscore")
+    return any(metric_value(r, who, k) is not None for r in rows for who in r["models"] for k in kinds)
 
 
 def _benchmark_entry(
@@ -609,8 +629,15 @@ def _benchmark_entry(
         },
     }
     # The comparison gate decided on these very rows: its statistics are the benchmark's (computed once).
+    # A gate per metric (--llmeval-gate-metric) decided on another metric's scores: its comparison is in
+    # `comparisons`, never the benchmark's own.
     decided = next(
-        (g["statistics"] for g in gates.values() if g["statistics"] and "statistics" in g["statistics"]), None
+        (
+            g["statistics"]
+            for g in gates.values()
+            if g["statistics"] and "statistics" in g["statistics"] and not g.get("metric")
+        ),
+        None,
     )
     if decided is not None:
         entry.update(decided)
@@ -631,6 +658,7 @@ def _benchmark_entry(
         "slices": slices_summary(rows, alpha),
         "corpus": corpus_scores(rows),
         "composite": composite_summary(rows, weights),
+        "metrics": metrics_summary(rows),
     }
     entry.update({key: block for key, block in optional.items() if block is not None})
     if baseline is not None:

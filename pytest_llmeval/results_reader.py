@@ -102,6 +102,7 @@ READ_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (f"{_ROW}.evaluation_config.bands", ("bands",)),
     (f"{_ROW}.difficulty", ("string", "null")),
     (f"{_ROW}.tags", ("strings",)),
+    (f"{_ROW}.references", ("strings",)),
     (f"{_ROW}.models", ("object",)),
     (f"{_ROW}.models.*", ("object",)),
     (f"{_ROW}.models.*.output", ("string", "null")),
@@ -135,12 +136,20 @@ READ_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schema_version", ("string", "number")),
     ("adapter_name", ("string", "null")),
     ("benchmarks.*.benchmark_file", ("string",)),
+    # --llmeval-criteria's rules and run gates (gates.criteria_entry): `check` fails on a failed one.
+    ("criteria", ("object", "null")),
+    ("criteria.name", ("string",)),
+    ("criteria.gates", ("object",)),
+    ("criteria.gates.*", ("object",)),
+    ("criteria.gates.*.status", ("string",)),
+    ("criteria.gates.*.message", ("string",)),
 )
 
 # The fields readers take without a default, wherever the object holding them is present.
 REQUIRED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (_ROW, ("id", "evaluation_type", "evaluated", "models")),
     ("models.*", ("column", "kind")),
+    ("criteria.gates.*", ("status", "message")),
 )
 
 

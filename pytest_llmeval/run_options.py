@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_llmeval.gates import DEFAULT_CRITERIA, Criteria
 from pytest_llmeval.models import ModelSpec
 from pytest_llmeval.roster import Roster
 from pytest_llmeval.training import TrainingLog
@@ -23,15 +24,17 @@ if TYPE_CHECKING:
 class GateOptions:
     """Command-line choices for the gates."""
 
-    mode: str = "significant"  # better_than_base: "significant" (paired test) or "point" (LocoLLM criterion)
+    # --llmeval-criteria's rules (gates.CRITERIA), with --llmeval-gate and the drop options applied to the
+    # default's: better_than_base's mode, no_degradation's thresholds, the run gates required.
+    criteria: Criteria = DEFAULT_CRITERIA
     alpha: float = 0.05
-    warn_drop: float = 0.05
-    fail_drop: float = 0.10
     min_rows: int = 50
     min_edge: int = 5
     domain_globs: tuple[str, ...] = ()  # benchmark paths (relative to the rootdir) that are in-domain
     train_data: Path | None = None  # --llmeval-train-data, else the adapter folder's training file
     slice_keys: tuple[str, ...] = ()  # --llmeval-slice-gate: no_degradation judges each slice of these keys
+    # --llmeval-gate-metric: a model gate per evaluation type, on the rows' scores by it (records.as_metric).
+    gate_metrics: tuple[str, ...] = ()
     # --llmeval-sequential: rows in a seeded planned order, a benchmark stops once its comparison gates are
     # decided by an anytime-valid test (early_stop); seed: --llmeval-seed.
     sequential: bool = False
@@ -40,6 +43,20 @@ class GateOptions:
     # with a warning), fail, or are not made ("off"); --llmeval-training-window: training.analyse's window.
     training_gates: str = "warn"
     training_window: int = 50
+
+    @property
+    def mode(self) -> str:
+        """better_than_base: "significant" (a paired test) or "point" (the LocoLLM criterion)."""
+        return self.criteria.better_than_base
+
+    @property
+    def warn_drop(self) -> float:
+        """no_degradation passes plainly up to this drop (the fail threshold where there is no warn band)."""
+        return self.criteria.warn_at
+
+    @property
+    def fail_drop(self) -> float:
+        return self.criteria.fail_drop
 
 
 @dataclass(frozen=True)
@@ -64,7 +81,15 @@ class RunOptions:
     # for every side instead (and turns fluency on).
     fluency: bool = False
     ppl_model: str | None = None
+    # --llmeval-ppl-batch-size / -max-length / -stride: the fluency scorer's windows per forward pass, window
+    # and stride (perplexity.perplexity's batch_size, max_length, stride); None: its defaults.
+    ppl_batch_size: int | None = None
+    ppl_max_length: int | None = None
+    ppl_stride: int | None = None
     judge_model: str | None = None  # --llmeval-judge-model; None: the base with the adapter off
+    # --llmeval-embedding-model: semantic and bertscore rows' model; None: the shipped all-MiniLM-L6-v2.
+    embedding_model: str | None = None
+    embedding_layer: int | None = None  # --llmeval-embedding-layer: bertscore's layer; None: the last
     composite_weights: dict[str, float] | None = None  # None: results.DEFAULT_COMPOSITE_WEIGHTS
     sandbox_mode: str = "auto"  # --llmeval-sandbox: auto | strict | basic (code_execution rows)
     sandbox_jobs: int | None = None  # --llmeval-sandbox-jobs; None: sandbox.default_jobs()

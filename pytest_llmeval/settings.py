@@ -13,12 +13,13 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_llmeval.gates import CRITERIA, DEFAULT_CRITERIA, Criteria, describe_criteria
 from pytest_llmeval.inputs import option_path_values
 from pytest_llmeval.models import ModelError, ModelSpec, adapter_metadata, adapter_sides, find_training_file
 from pytest_llmeval.results_reader import MAX_RESULTS_NUMBER
@@ -147,11 +148,7 @@ class Settings:
             threads=threads,
             worker=worker,
         )
-        if opt.llmeval_fail_drop < opt.llmeval_warn_drop:
-            raise pytest.UsageError(
-                f"llmeval: --llmeval-fail-drop {opt.llmeval_fail_drop} is below --llmeval-warn-drop "
-                f"{opt.llmeval_warn_drop}: the fail threshold must be the larger drop"
-            )
+        criteria = _criteria(opt)
         # Resolved once here, not per collected file: the adapter's declared domain and its training file.
         roster = _roster(config, adapters, served_adapters)
         if opt.llmeval_peft_vs_sft is not None:
@@ -166,15 +163,14 @@ class Settings:
         if first is not None and first.is_dir():
             domain_globs += adapter_metadata(first).get("domain_benchmarks", [])
         gate_options = GateOptions(
-            mode=opt.llmeval_gate,
+            criteria=criteria,
             alpha=opt.llmeval_alpha,
-            warn_drop=opt.llmeval_warn_drop,
-            fail_drop=opt.llmeval_fail_drop,
             min_rows=opt.llmeval_min_rows,
             min_edge=opt.llmeval_min_edge_cases,
             domain_globs=tuple(domain_globs),
             train_data=opt.llmeval_train_data or find_training_file(first),
             slice_keys=tuple(opt.llmeval_slice_gate),
+            gate_metrics=_gate_metrics(opt.llmeval_gate_metric),
             sequential=opt.llmeval_sequential,
             seed=opt.llmeval_seed,
             training_gates=opt.llmeval_training_gates,
@@ -186,11 +182,13 @@ class Settings:
                 "which an endpoint does not return:"
                 " add --llmeval-ppl-model PATH (a local model scores every column)"
             )
-        if opt.llmeval_predictions is not None and (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
+        if opt.llmeval_predictions is not None and opt.llmeval_fluency and opt.llmeval_ppl_model is None:
             raise pytest.UsageError(
-                "llmeval: --llmeval-fluency measures generated outputs with a model, and "
-                "--llmeval-predictions loads none: leave one of them out"
+                "llmeval: --llmeval-fluency measures each model's outputs with that model, and "
+                "--llmeval-predictions loads none: add --llmeval-ppl-model=NAME_OR_PATH (a Hub id, a folder "
+                "or 'embedded') to score the saved outputs and their references with that model"
             )
+        ppl_batch_size, ppl_max_length, ppl_stride = _fluency_window(config)
         files = _run_files(config)
         if check_files is not None:
             check_files(files)  # after the option conflicts above: a wrong combination says so first
@@ -202,9 +200,14 @@ class Settings:
             gate_options=gate_options,
             fluency=opt.llmeval_fluency or opt.llmeval_ppl_model is not None,
             ppl_model=opt.llmeval_ppl_model,
+            ppl_batch_size=ppl_batch_size,
+            ppl_max_length=ppl_max_length,
+            ppl_stride=ppl_stride,
             sandbox_mode=opt.llmeval_sandbox,
             sandbox_jobs=opt.llmeval_sandbox_jobs,
             judge_model=opt.llmeval_judge_model,
+            embedding_model=_embedding_model(opt.llmeval_embedding_model),
+            embedding_layer=opt.llmeval_embedding_layer,
             composite_weights=_composite_weights(config),
             cache_dir=_generation_cache_dir(config),
             context_overflow=opt.llmeval_context_overflow,
@@ -247,6 +250,36 @@ def offline_requested(config: pytest.Config) -> bool:
     """--llmeval-offline. Read before Settings.from_config, which may download an --adapter's Hub id: the
     one option acted on before the settings are built."""
     return bool(config.option.llmeval_offline)
+
+
+def _fluency_window(config: pytest.Config) -> tuple[int | None, int | None, int | None]:
+    """--llmeval-ppl-batch-size, --llmeval-ppl-max-length and --llmeval-ppl-stride (each a positive integer
+    already, hooks/options.py), checked against each other and against fluency being on; None: the
+    default of perplexity.perplexity."""
+    opt = config.option
+    given = {
+        "--llmeval-ppl-batch-size": opt.llmeval_ppl_batch_size,
+        "--llmeval-ppl-max-length": opt.llmeval_ppl_max_length,
+        "--llmeval-ppl-stride": opt.llmeval_ppl_stride,
+    }
+    named = [name for name, value in given.items() if value is not None]
+    if named and not (opt.llmeval_fluency or opt.llmeval_ppl_model is not None):
+        raise pytest.UsageError(
+            f"llmeval: {named[0]} sets the fluency scorer, and fluency is off: add --llmeval-fluency or "
+            "--llmeval-ppl-model=NAME_OR_PATH, or leave it out"
+        )
+    max_length, stride = opt.llmeval_ppl_max_length, opt.llmeval_ppl_stride
+    if max_length is not None and max_length < 2:
+        raise pytest.UsageError(
+            f"llmeval: --llmeval-ppl-max-length {max_length}: a window needs at least 2 tokens (a token "
+            "and its context)"
+        )
+    if stride is not None and max_length is not None and stride > max_length:
+        raise pytest.UsageError(
+            f"llmeval: --llmeval-ppl-stride {stride} exceeds --llmeval-ppl-max-length {max_length}: the "
+            "window would skip tokens; give a stride of at most the window"
+        )
+    return opt.llmeval_ppl_batch_size, max_length, stride
 
 
 def _run_files(config: pytest.Config) -> RunFiles:
@@ -433,6 +466,38 @@ def _adapter_folders(values: Sequence[Path]) -> list[Path]:
         raise pytest.UsageError(f"llmeval: {exc}") from None
 
 
+def _criteria(opt: Any) -> Criteria:
+    """--llmeval-criteria's rules; under the default, --llmeval-gate and the drop options change them. A
+    profile is a standard applied as written: an option that would change one of its rules is refused."""
+    profile = CRITERIA[opt.llmeval_criteria]
+    given = {
+        "--llmeval-gate": opt.llmeval_gate,
+        "--llmeval-warn-drop": opt.llmeval_warn_drop,
+        "--llmeval-fail-drop": opt.llmeval_fail_drop,
+    }
+    if profile.name != DEFAULT_CRITERIA.name:
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise pytest.UsageError(
+                f"llmeval: {' and '.join(named)} would change a rule of --llmeval-criteria {profile.name}, "
+                f"which applies as written ({describe_criteria(profile.to_json())}): leave "
+                f"{'it' if len(named) == 1 else 'them'} out, or use --llmeval-criteria default"
+            )
+        return profile
+    criteria = replace(
+        profile,
+        better_than_base=opt.llmeval_gate or profile.better_than_base,
+        warn_drop=profile.warn_drop if opt.llmeval_warn_drop is None else opt.llmeval_warn_drop,
+        fail_drop=profile.fail_drop if opt.llmeval_fail_drop is None else opt.llmeval_fail_drop,
+    )
+    if criteria.fail_drop < criteria.warn_at:
+        raise pytest.UsageError(
+            f"llmeval: --llmeval-fail-drop {criteria.fail_drop} is below --llmeval-warn-drop "
+            f"{criteria.warn_at}: the fail threshold must be the larger drop"
+        )
+    return criteria
+
+
 def _roster(config: pytest.Config, adapters: Sequence[Path], served: Sequence[str] = ()) -> Roster:
     """The columns beside the base, from --adapter (each), --llmeval-model, -reference, -gate-model.
     `served`: --adapter values under --llmeval-endpoint, model ids named by themselves."""
@@ -560,3 +625,31 @@ def rootdir_from_option(config: pytest.Config) -> str | None:
         f"test path before plugins define their options), so node ids, -k, --lf and JUnit names would "
         f"change; write `{option}={value}`, or add --rootdir=."
     )
+
+
+def _embedding_model(name: str | None) -> str | None:
+    """--llmeval-embedding-model, checked for its shape here (a folder, or a Hub id fetched on first use)."""
+    if name is None:
+        return None
+    from pytest_llmeval.models import looks_like_hub_id
+
+    if not name.strip() or not (Path(name).expanduser().is_dir() or looks_like_hub_id(name)):
+        raise pytest.UsageError(
+            f"llmeval: --llmeval-embedding-model '{name}': no such folder (and not a Hugging Face Hub id); "
+            "name a sentence-embedding model's folder or Hub id, or leave it out for the shipped "
+            "all-MiniLM-L6-v2"
+        )
+    return name
+
+
+def _gate_metrics(names: list[str]) -> tuple[str, ...]:
+    """--llmeval-gate-metric: evaluation types that score a text, each once, in the order given."""
+    from pytest_llmeval.scorers import METRIC_TYPES
+
+    for name in names:
+        if name not in METRIC_TYPES:
+            raise pytest.UsageError(
+                f"llmeval: --llmeval-gate-metric {name!r}: not a metric a row's output is scored by "
+                f"(one of: {', '.join(sorted(METRIC_TYPES))})"
+            )
+    return tuple(dict.fromkeys(names))

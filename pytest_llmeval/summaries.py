@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.comparisons import comparison_values
-from pytest_llmeval.records import ADAPTER, BASE, evaluated_value, score, score_value, side
+from pytest_llmeval.records import ADAPTER, BASE, evaluated_value, metric_value, score, score_value, side
 
 LN2 = math.log(2.0)
 # A composite is reported only when the metrics present carry at least this share of the weights: a
@@ -103,17 +103,22 @@ def perplexity_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
 
 
 def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """--llmeval-fluency, per model: corpus perplexity of its own outputs and of the references, measured
-    by the same scorer (the model itself unless --llmeval-ppl-model), their ratio and difference."""
+    """--llmeval-fluency, per model: corpus perplexity of its outputs and of the references, measured by the
+    same scorer (the model itself unless --llmeval-ppl-model), their ratio and difference, each labelled
+    with the QA fine-tuning document's band; and the chest X-ray document's per-study summary
+    (chest_xray_summary)."""
     out: dict[str, Any] = {}
-    for who in (BASE, ADAPTER):
-        measured = [found["fluency"] for r in records if (found := side(r, who)) and found.get("fluency")]
-        if not measured:
-            continue
+    for who in _fluency_models(records):
+        rows = [(r, found["fluency"]) for r in records if (found := side(r, who)) and found.get("fluency")]
+        measured = [m for _, m in rows]
         generated = _corpus([m["output"] for m in measured if m["output"]])
         reference = _corpus([m["reference"] for m in measured if m["reference"]])
+        for corpus in (generated, reference):
+            if corpus is not None:
+                corpus["qa_band"] = qa_band(corpus["perplexity"])
         entry: dict[str, Any] = {
             "scorer": measured[0]["scorer"],
+            "external": bool(measured[0].get("external", False)),
             "output": generated,
             "reference": reference,
             "n_empty_outputs": sum(1 for m in measured if not m["output"]),
@@ -122,8 +127,163 @@ def fluency_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
         if generated and reference:
             entry["ratio_to_reference"] = generated["perplexity"] / reference["perplexity"]
             entry["cross_entropy_difference"] = generated["cross_entropy"] - reference["cross_entropy"]
+        entry["chest_xray"] = chest_xray_summary([(str(r["id"]), _study(m)) for r, m in rows])
         out[who] = entry
     return out or None
+
+
+def _fluency_models(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The models with a fluency measurement on some row: the base, the adapter, then the others as met."""
+    found = {who: None for r in records for who, s in (r.get("models") or {}).items() if s.get("fluency")}
+    return [w for w in (BASE, ADAPTER) if w in found] + [w for w in found if w not in (BASE, ADAPTER)]
+
+
+# The QA fine-tuning document's bands ("Understanding Perplexity"): 10-100 low, 100-300 medium, 300+ high
+# (below 10 is lower still: low). Its vocabulary, kept apart from the chest X-ray document's ranges below.
+QA_BANDS: tuple[tuple[float, str], ...] = ((100.0, "low"), (300.0, "medium"))
+QA_TOP_BAND = "high"
+
+
+def qa_band(perplexity: float) -> str:
+    """The QA fine-tuning document's label of a perplexity: low below 100, medium below 300, else high."""
+    return next((name for bound, name in QA_BANDS if perplexity < bound), QA_TOP_BAND)
+
+
+# The chest X-ray document's "Score Interpretation" for medical text: perplexity < 20 very fluent, 20-50 good,
+# 50-100 acceptable, > 100 poor; cross-entropy < 3 high confidence, 3-4 moderate, > 4 low. A value on a
+# bound takes the better label (50 is good, 100 acceptable), as its Error Detection's `> 50` / `> 100` do.
+CHEST_XRAY_PERPLEXITY: tuple[tuple[float, str], ...] = (
+    (20.0, "very_fluent"),
+    (50.0, "good"),
+    (100.0, "acceptable"),
+)
+CHEST_XRAY_TOP_PERPLEXITY = "poor"
+CHEST_XRAY_CROSS_ENTROPY: tuple[tuple[float, str], ...] = ((3.0, "high"), (4.0, "moderate"))
+CHEST_XRAY_TOP_CROSS_ENTROPY = "low"
+# Its Error Detection: generated perplexity above 100 "potential issues", else above 50 "review recommended".
+CHEST_XRAY_REVIEW = 50.0
+CHEST_XRAY_ISSUES = 100.0
+# "ratio ~1.0: similar fluency" does not say how near: within 10% of 1 (0.9 to 1.1) is read as similar.
+RATIO_TOLERANCE = 0.10
+# The per-row figures the chest X-ray document reports per study (its compute_metric's columns).
+STUDY_FIGURES = (
+    "perplexity_generated",
+    "perplexity_reference",
+    "perplexity_ratio",
+    "cross_entropy_generated",
+    "cross_entropy_reference",
+    "cross_entropy_difference",
+)
+
+
+def chest_xray_range(perplexity: float) -> str:
+    """The chest X-ray document's label of a perplexity: very_fluent, good, acceptable or poor."""
+    if perplexity < CHEST_XRAY_PERPLEXITY[0][0]:
+        return CHEST_XRAY_PERPLEXITY[0][1]
+    return next((n for b, n in CHEST_XRAY_PERPLEXITY[1:] if perplexity <= b), CHEST_XRAY_TOP_PERPLEXITY)
+
+
+def chest_xray_confidence(cross_entropy: float) -> str:
+    """The chest X-ray document's label of a cross-entropy (nats per token): high, moderate or low."""
+    if cross_entropy < CHEST_XRAY_CROSS_ENTROPY[0][0]:
+        return CHEST_XRAY_CROSS_ENTROPY[0][1]
+    return next(
+        (n for b, n in CHEST_XRAY_CROSS_ENTROPY[1:] if cross_entropy <= b), CHEST_XRAY_TOP_CROSS_ENTROPY
+    )
+
+
+def ratio_label(ratio: float, tolerance: float = RATIO_TOLERANCE) -> str:
+    """The chest X-ray document's reading of generated / reference perplexity: similar (within `tolerance`
+    of 1), more_fluent (below), less_fluent (above)."""
+    if 1.0 - tolerance <= ratio <= 1.0 + tolerance:  # not abs(ratio - 1): 1.1 - 1 is above 0.1 in floats
+        return "similar"
+    return "more_fluent" if ratio < 1.0 else "less_fluent"
+
+
+def study_figures(
+    output: Mapping[str, Any] | None, reference: Mapping[str, Any] | None
+) -> dict[str, float | None]:
+    """One row's figures as the chest X-ray document reports them per study, from the NLL and token count
+    of its output and of its reference (measures.fluency's): each text's perplexity and cross-entropy (nats
+    per token), the ratio generated / reference and the difference generated - reference; None where a text
+    has no scored token."""
+    ce_gen = _cross_entropy(output)
+    ce_ref = _cross_entropy(reference)
+    ppl_gen = None if ce_gen is None else _exp(ce_gen)
+    ppl_ref = None if ce_ref is None else _exp(ce_ref)
+    # A perplexity is >= 1 (NLL >= 0): the ratio is defined wherever both texts were scored.
+    ratio = None if ppl_gen is None or ppl_ref is None or math.isinf(ppl_ref) else ppl_gen / ppl_ref
+    return {
+        "perplexity_generated": ppl_gen,
+        "perplexity_reference": ppl_ref,
+        "perplexity_ratio": ratio,
+        "cross_entropy_generated": ce_gen,
+        "cross_entropy_reference": ce_ref,
+        "cross_entropy_difference": None if ce_gen is None or ce_ref is None else ce_gen - ce_ref,
+    }
+
+
+def _cross_entropy(text: Mapping[str, Any] | None) -> float | None:
+    return float(text["nll"]) / int(text["n_tokens"]) if text and int(text["n_tokens"]) else None
+
+
+def _study(measured: Mapping[str, Any]) -> Mapping[str, float | None]:
+    """A fluency record's per-study figures: as recorded, or worked out for a record from before they were."""
+    if all(key in measured for key in STUDY_FIGURES):
+        return {key: measured[key] for key in STUDY_FIGURES}
+    return study_figures(measured.get("output"), measured.get("reference"))
+
+
+def spread(values: Sequence[float]) -> dict[str, Any] | None:
+    """mean, median, std (sample: n - 1, as pandas' .std()), min and max of per-study values; None: none."""
+    import statistics
+
+    if not values:
+        return None
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def chest_xray_summary(studies: Sequence[tuple[str, Mapping[str, float | None]]]) -> dict[str, Any]:
+    """The chest X-ray document's summary of one model's rows, (id, study_figures) each: per-study
+    statistics (every row counts once, unlike the token-weighted corpus figures beside it), how many rows
+    fall in each of its ranges, and its review flags (generated perplexity > 50, > 100) by row id."""
+
+    def values(key: str) -> list[float]:
+        return [float(v) for _, f in studies if (v := f.get(key)) is not None]
+
+    def counts(names: Sequence[str], labels: Sequence[str]) -> dict[str, int]:
+        return {name: sum(1 for label in labels if label == name) for name in names}
+
+    perplexity_names = [n for _, n in CHEST_XRAY_PERPLEXITY] + [CHEST_XRAY_TOP_PERPLEXITY]
+    confidence_names = [n for _, n in CHEST_XRAY_CROSS_ENTROPY] + [CHEST_XRAY_TOP_CROSS_ENTROPY]
+    generated = [(i, float(p)) for i, f in studies if (p := f.get("perplexity_generated")) is not None]
+    return {
+        "n_studies": len(studies),
+        "per_study": {key: spread(values(key)) for key in STUDY_FIGURES},
+        "perplexity_ranges": {
+            which: counts(perplexity_names, [chest_xray_range(v) for v in values(f"perplexity_{which}")])
+            for which in ("generated", "reference")
+        },
+        "cross_entropy_ranges": {
+            which: counts(
+                confidence_names, [chest_xray_confidence(v) for v in values(f"cross_entropy_{which}")]
+            )
+            for which in ("generated", "reference")
+        },
+        "ratio_ranges": counts(
+            ["similar", "more_fluent", "less_fluent"], [ratio_label(v) for v in values("perplexity_ratio")]
+        ),
+        "ratio_tolerance": RATIO_TOLERANCE,
+        "review_recommended": [i for i, p in generated if CHEST_XRAY_REVIEW < p <= CHEST_XRAY_ISSUES],
+        "potential_issues": [i for i, p in generated if p > CHEST_XRAY_ISSUES],
+    }
 
 
 _NOT_METRIC = ("threshold", "max_new_tokens")  # evaluation_config keys that do not change a corpus value
@@ -149,7 +309,8 @@ def corpus_scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     out: dict[str, Any] = {}
     for (kind, settings), rows in sorted(groups.items()):
         config = json.loads(settings)
-        references = [r["expected_output"] for r in rows]
+        # Every reference of a row that gives several (RowRecord `references`), else its one expected_output.
+        references = [r.get("references") or r["expected_output"] for r in rows]
         entry: dict[str, Any] = {"settings": config}
         for who in (BASE, ADAPTER):
             outputs = [found["output"] for r in rows if (found := side(r, who))]
@@ -228,15 +389,36 @@ def composite_summary(
             if metric == "perplexity":
                 metrics[metric] = (fluency.get(who) or {}).get("perplexity_score")
             else:
-                values = [
-                    v
-                    for r in records
-                    if r["evaluation_type"] == metric and (v := score_value(r, who)) is not None
-                ]
+                # A row's own type's score or one of its `metrics`: a row scored by BERTScore and ROUGE-L
+                # counts in both, as the separate rows it replaces would.
+                values = [v for r in records if (v := metric_value(r, who, metric)) is not None]
                 metrics[metric] = 100.0 * math.fsum(values) / len(values) if values else None
             any_metric = any_metric or metrics[metric] is not None
         out[who] = composite_score(metrics, weights)
     return out if any_metric else None
+
+
+def metrics_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per evaluation type, base and adapter: the mean score over the rows scored by it, as their own type
+    or as one of their `metrics`. None unless some row has `metrics` (else `results` says it all)."""
+    if not any(m for r in records for s in (r.get("models") or {}).values() if (m := s.get("metrics"))):
+        return None
+    kinds = sorted({r["evaluation_type"] for r in records} | {k for r in records for k in _metric_kinds(r)})
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        entry: dict[str, Any] = {}
+        for who in (BASE, ADAPTER):
+            values = [v for r in records if (v := metric_value(r, who, kind)) is not None]
+            entry[who] = _mean(values)
+            entry[f"n_{who}"] = len(values)
+        deciding = sum(1 for r in records if r["evaluation_type"] == kind)
+        entry["n_deciding"] = deciding  # rows whose pass this type decided (the others only report it)
+        out[kind] = entry
+    return out
+
+
+def _metric_kinds(record: Mapping[str, Any]) -> set[str]:
+    return {k for s in (record.get("models") or {}).values() for k in (s.get("metrics") or {})}
 
 
 def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

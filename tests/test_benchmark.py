@@ -592,7 +592,7 @@ def test_unknown_field_lists_the_known_ones_comma_separated(bench: Path) -> None
     assert only_problem(bench) == (
         1,
         "unknown field 'extra' (known: id, instruction, input, expected_output, evaluation_type, "
-        "difficulty, evaluation_config, tags, system)",
+        "difficulty, evaluation_config, tags, system, metrics)",
     )
 
 

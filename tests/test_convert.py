@@ -187,7 +187,7 @@ def test_humaneval_gives_164_rows_with_every_field() -> None:
     assert len({row["id"] for row in rows}) == 164
     for row, problem in zip(rows, problems, strict=True):
         # Every field a row may have but a system prompt, which HumanEval's prompts have none of.
-        assert set(row) == set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) - {"system"}
+        assert set(row) == set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) - {"system", "metrics"}
         assert row["id"] == problem["task_id"].replace("/", "-")
         assert _ID_RE.fullmatch(row["id"])
         assert row["instruction"] == "Complete the Python function below."

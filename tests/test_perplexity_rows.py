@@ -180,6 +180,9 @@ def test_fluency_needs_a_model(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("--llmeval-predictions=preds.jsonl", "--llmeval-fluency")
     result.stderr.fnmatch_lines(
-        ["*--llmeval-fluency measures generated outputs with a model*leave one of them out"]
+        [
+            "*--llmeval-fluency measures each model's outputs with that model"
+            "*add --llmeval-ppl-model=NAME_OR_PATH*"
+        ]
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR

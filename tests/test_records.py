@@ -90,7 +90,7 @@ def test_every_variant_has_the_typed_dicts_keys_in_one_order() -> None:
     # The NotRequired keys come last: the row's prompt and its own prompt settings (when it has them),
     # the base each column is compared with (when not the base), and `cost`, the evaluator's to add.
     keys = list(RowRecord.__annotations__)
-    optional = ["prompt", "baselines", "system", "prompt_template", "cost"]
+    optional = ["prompt", "baselines", "system", "prompt_template", "references", "cost"]
     assert keys[-len(optional) :] == optional
     keys = keys[: -len(optional)]
     for record in (scored_row(), skipped_row(), errored_row()):
@@ -207,7 +207,9 @@ def test_a_row_without_models_key_has_no_side() -> None:
 def test_gate_record_from_a_verdict() -> None:
     verdict = gates.size(3, minimum=50)
     record = gate_record(INFO, verdict.to_json())
-    assert list(record) == list(GateRecord.__annotations__)
+    # Every key but `metric`, which only a gate per metric (--llmeval-gate-metric) has.
+    assert list(record) == [k for k in GateRecord.__annotations__ if k != "metric"]
+    assert gate_record(INFO, verdict.to_json(), metric="rouge")["metric"] == "rouge"
     assert record["benchmark"] == INFO
     assert record["gate"] == "size"
     assert record["status"] == verdict.status == "fail"

@@ -669,8 +669,8 @@ def test_fluency_per_model_beside_its_own_reference() -> None:
     rows[1]["models"][ADAPTER]["fluency"] = fluency("tiny-base+demo", None, 8.0)
     doc = document(rows)
     assert (
-        "  fluency, perplexity of each model's own outputs: base 20.00 (reference 10.00), "
-        "adapter 12.00 (reference 8.00) [1 empty outputs]"
+        "  fluency, perplexity of each model's own outputs: base 20.00 [QA band low] (reference 10.00 "
+        "[QA band low]), adapter 12.00 [QA band low] (reference 8.00 [QA band low]) [1 empty outputs]"
     ) in summary_lines(doc)
     page = html_report(doc)
     table = page.split("<h3>Fluency</h3>")[1].split("</table>")[0]

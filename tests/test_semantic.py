@@ -301,3 +301,15 @@ def test_scorer_spec_with_the_embedder_resource(embedder: Embedder, validate: An
     assert spec.score(*PARAPHRASE, config, **resources).passed
     assert not spec.score(*WRONG_FACT, config, **resources).passed
     assert sum(embedder.embedded.values()) == count  # scored from the warmed cache
+
+
+def test_several_references_score_the_best_one(embedder: Embedder) -> None:
+    # A row's expected_output given as a list (tests/test_multi_reference.py has the other metrics): the
+    # value is the highest against any reference, and a one-item list is the plain string.
+    prediction, references = PARAPHRASE[0], [UNRELATED[1], PARAPHRASE[1]]
+    for score, config in ((score_semantic, {}), (score_bertscore, {"metric": "recall"})):
+        alone = [score(prediction, reference, config, embedder=embedder) for reference in references]
+        got = score(prediction, references, config, embedder=embedder)
+        assert got.value == max(s.value for s in alone) == alone[1].value > alone[0].value
+        assert (got.details["best_reference"], got.details["n_references"]) == (1, 2)
+        assert score(prediction, [references[1]], config, embedder=embedder) == alone[1]

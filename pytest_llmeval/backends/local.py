@@ -416,7 +416,16 @@ class LocalBackend:
                 if on is None
                 else f"{scorer.base.name} + {column} (the adapter itself)"
             )
-        return fluency(scorer, references, texts, column=on, scorer_name=label)
+        return fluency(
+            scorer,
+            references,
+            texts,
+            column=on,
+            scorer_name=label,
+            max_length=self.options.ppl_max_length,
+            stride=self.options.ppl_stride,
+            batch_size=self.options.ppl_batch_size,
+        )
 
     def identity(self, column: str, index: FileIndex) -> ModelIdentity | None:
         """A column's identity in the generation cache. An adapter's holds that adapter's files only, and a

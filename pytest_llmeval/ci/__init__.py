@@ -160,6 +160,9 @@ def failed_gates(document: Mapping[str, Any]) -> list[str]:
         for name, verdict in bench["gates"].items()
         if verdict["status"] == "fail"
     ]
+    # What the criteria require of the run as a whole (--llmeval-criteria locollm: an out-of-domain check).
+    run_gates = (document.get("criteria") or {}).get("gates") or {}
+    out += [f"{name}: {v['message']}" for name, v in run_gates.items() if v["status"] == "fail"]
     if not document.get("complete", True):
         out.append(f"the run is incomplete: {document.get('incomplete_reason')}")
     return out + unscored(document)

@@ -33,9 +33,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         failures = ci.failed_gates(document)
         gates = sum(len(b["gates"]) for b in document["benchmarks"])
+        gates += len((document.get("criteria") or {}).get("gates") or {})
     except (LookupError, TypeError, AttributeError) as exc:
         raise _Refused(_not_results(args.results, exc)) from None
     for failure in failures:
         print(f"FAILED {failure}")
-    print(f"llmeval: {len(failures)} failure(s), {gates} gate verdict(s) in {args.results}")
+    criteria = document.get("criteria")
+    decided = f" (criteria {criteria['name']})" if isinstance(criteria, dict) and "name" in criteria else ""
+    print(f"llmeval: {len(failures)} failure(s), {gates} gate verdict(s) in {args.results}{decided}")
     return 1 if failures else 0

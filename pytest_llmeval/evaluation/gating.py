@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from pytest_llmeval import gates
 from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.evaluation.prompting import Prompter
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.planning import RowPlan, RunPlan
-from pytest_llmeval.records import ADAPTER, BASE, RowRecord, evaluated_value, partner
+from pytest_llmeval.records import ADAPTER, BASE, RowRecord, as_metric, evaluated_value, partner, score
 from pytest_llmeval.results import comparison_blocks, previous_comparison, training_entry
 from pytest_llmeval.roster import Member
 from pytest_llmeval.rowstore import RowStore
@@ -80,7 +80,9 @@ class GateRunner:
                 by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
             planned = [
                 p
-                for p in comparisons.plan(by_benchmark, self.plan.kinds())
+                for p in comparisons.plan(
+                    by_benchmark, self.plan.kinds(), self.options.gate_options.gate_metrics
+                )
                 if p.family == comparisons.GATES_FAMILY
             ]
             self._family = comparisons.compare(
@@ -88,13 +90,15 @@ class GateRunner:
             )
         return self._family
 
-    def _adjusted(self, column: str, against: str, benchmark: str) -> gates.Adjusted | None:
+    def _adjusted(
+        self, column: str, against: str, benchmark: str, metric: str | None = None
+    ) -> gates.Adjusted | None:
         """The family-adjusted p-value of `column` against its base (records.partner) on `benchmark`,
         when in the family."""
         from pytest_llmeval.comparisons import find
 
         try:
-            entry = find(self.gate_family(), column, against, benchmark)
+            entry = find(self.gate_family(), column, against, benchmark, metric)
         except KeyError:
             return None
         if entry["p_value_adjusted"] is None:
@@ -104,12 +108,21 @@ class GateRunner:
         )
 
     def evaluate_gate(
-        self, benchmark: str, name: str, column: str | None = None
+        self, benchmark: str, name: str, column: str | None = None, metric: str | None = None
     ) -> tuple[gates.Verdict, dict[str, Any] | None]:
         """One gate's verdict for one benchmark file, and the results.json blocks of the comparison it
         decided on (`statistics` and `significance_test`, or `comparison_with_previous`), if any.
 
-        `column`: the column a model gate compares with the base (None: the first adapter)."""
+        `column`: the column a model gate compares with the base (None: the first adapter); `metric`: a
+        model gate judges that evaluation type's scores instead of the rows' own (--llmeval-gate-metric)."""
+        if metric is not None:
+            verdict, blocks = self._model_gate(benchmark, name, column, metric)
+            return replace(verdict, message=f"on {metric} scores: {verdict.message}"), blocks
+        return self._model_gate(benchmark, name, column, None)
+
+    def _model_gate(
+        self, benchmark: str, name: str, column: str | None, metric: str | None
+    ) -> tuple[gates.Verdict, dict[str, Any] | None]:
         opts = self.options.gate_options
         bench = self.prompter.benchmarks[benchmark]
         if name == "size":
@@ -118,7 +131,7 @@ class GateRunner:
             counts: dict[str, int] = {}
             for case in bench.cases:
                 counts[case.difficulty] = counts.get(case.difficulty, 0) + 1
-            return gates.difficulty_mix(counts), None
+            return gates.difficulty_mix(counts, easy_base=self._easy_base(benchmark)), None
         if name == "edge_cases":
             return gates.edge_cases(bench.cases, minimum=opts.min_edge), None
         if name == "held_out":
@@ -182,6 +195,13 @@ class GateRunner:
             records = [r for r in records if not out.stopped(r["nodeid"])]
             found = out.decisions.get(column)
             decision = found if found is not None and found.decided is not None else None
+        if metric is not None:
+            # The sequential test decided on the rows' own scores, not on this metric's.
+            decision = None
+            # The same rows, re-scored by the metric: RowRecords still (records.as_metric keeps the shape).
+            records = cast(list[RowRecord], [m for r in records if (m := as_metric(r, metric)) is not None])
+            if not records:
+                return gates.Verdict(name, "skip", f"no row of {benchmark} is scored by {metric}", {}), None
         against = partner(records[0], column) if records else BASE
         adapter, base, bounded, measure = comparison_values(records, column, against)
         who = "adapter" if column == ADAPTER else column
@@ -199,7 +219,7 @@ class GateRunner:
             adjusted = (
                 None
                 if cmp is None or self.options.adjust == "none"
-                else self._adjusted(column, against, benchmark)
+                else self._adjusted(column, against, benchmark, metric)
             )
             if blocks is not None and adjusted is not None:
                 blocks["significance_test"].update(
@@ -214,7 +234,13 @@ class GateRunner:
                     name, decision, len(self.rowplan.sequential_orders[benchmark]), who=who
                 )
             return self._explain_no_effect(verdict, records, column), blocks
-        verdict = gates.no_degradation(cmp, warn_drop=opts.warn_drop, fail_drop=opts.fail_drop, who=who)
+        verdict = gates.no_degradation(
+            cmp,
+            warn_drop=opts.criteria.warn_drop,
+            fail_drop=opts.fail_drop,
+            problem_drop=opts.criteria.problem_drop,
+            who=who,
+        )
         if decision is not None:
             verdict = gates.sequential(
                 name, decision, len(self.rowplan.sequential_orders[benchmark]), who=who
@@ -222,6 +248,25 @@ class GateRunner:
         if opts.slice_keys and cmp is not None:
             verdict = self._slice_gate(verdict, records, column)
         return self._explain_no_effect(verdict, records, column), blocks
+
+    def _easy_base(self, benchmark: str) -> tuple[int, int] | None:
+        """(right, scored) of the base model over the benchmark's easy rows that ran, for difficulty_mix's
+        check of the LocoLLM standard's "base model should get ~50%+ of these right"; None when none ran.
+        Waits for rows other workers score, as the comparison gates do."""
+        wanted = self.rowplan.rows_of(benchmark)
+        if not any(self.rowplan.rows[n].case.difficulty == "easy" for n in wanted):
+            return None
+        records, _ = self.store.records_for(wanted)
+        if benchmark in self.rowplan.sequential_orders:
+            # Rows another worker computed past a sequential stop count for nothing, as in results.json.
+            out = self.rowplan.sequential_outcome(benchmark, {r["nodeid"]: r for r in records})
+            records = [r for r in records if not out.stopped(r["nodeid"])]
+        scores = [
+            found for r in records if r["difficulty"] == "easy" and (found := score(r, BASE)) is not None
+        ]
+        if not scores:
+            return None
+        return sum(1 for found in scores if found["passed"]), len(scores)
 
     def _slice_gate(self, overall: gates.Verdict, records: Sequence[RowRecord], column: str) -> gates.Verdict:
         """--llmeval-slice-gate: no_degradation of each slice of the keys given, on the slice's own rows; a
@@ -281,6 +326,21 @@ class GateRunner:
             message=f"{verdict.message}; {NO_EFFECT}",
             details={**verdict.details, "adapter_effect": "none"},
         )
+
+    def run_gates(self) -> list[tuple[Member, str]]:
+        """(column, gate) of every run gate item (gates.RUN_GATES) the criteria require: each gated column's
+        out_of_domain_required under --llmeval-criteria locollm, in the roster's order."""
+        if not self.options.gate_options.criteria.out_of_domain_required:
+            return []
+        return [(member, "out_of_domain_required") for member in self.plan.roster.gated]
+
+    def run_verdict(self, member: Member, gate: str) -> gates.Verdict:
+        """A run gate's verdict over the benchmarks whose rows this run collected (results.json gives the
+        same verdict over the rows that ran: gates.criteria_entry)."""
+        if gate != "out_of_domain_required":
+            raise ValueError(f"unknown run gate {gate!r} (known: {', '.join(gates.RUN_GATES)})")
+        infos = [ref.benchmark for ref in self.rowplan.rows.values()]
+        return gates.out_of_domain_required(gates.run_domains(infos, member.side), who=member.name)
 
     def training_rows(self) -> list[gates.TrainingRow]:
         """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""

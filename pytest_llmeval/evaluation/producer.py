@@ -33,6 +33,7 @@ from pytest_llmeval.cache import CacheStats
 from pytest_llmeval.evaluation.ledger import Ledger
 from pytest_llmeval.evaluation.outputs import RowError, RowOutputs, RowSkipped
 from pytest_llmeval.evaluation.prompting import Prompter
+from pytest_llmeval.models import ModelError
 from pytest_llmeval.planning import RowPlan, RunPlan, completion_mode, sample_seed, sampling_of
 from pytest_llmeval.records import BASE, FluencyRecord
 from pytest_llmeval.run_options import RunOptions
@@ -348,9 +349,21 @@ class Producer:
             )
         fluency: list[dict[str, FluencyRecord] | None] = [None] * len(ok)
         if self.options.fluency and ok:
-            fluency = self._fluency(
-                [self.rows[n].case.expected_output for n in ok], [outputs[n].texts for n in ok]
-            )
+            try:
+                fluency = self._fluency(
+                    [self.rows[n].case.expected_output for n in ok], [outputs[n].texts for n in ok]
+                )
+            except (BackendError, ModelError, ValueError) as exc:
+                # The scorer cannot load, or its window does not fit it: asked for, fluency is part of the
+                # row, so the chunk's rows are errors that say why rather than rows scored without it.
+                window = self.options.ppl_max_length is not None or self.options.ppl_stride is not None
+                hint = (
+                    " (--llmeval-ppl-max-length, --llmeval-ppl-stride)"
+                    if isinstance(exc, ValueError) and window
+                    else ""
+                )
+                self._fail(ok, f"fluency: {exc}{hint}")
+                return
         for n, f in zip(ok, fluency, strict=True):
             self.outputs[n] = replace(outputs[n], fluency=f)
 
@@ -380,17 +393,29 @@ class Producer:
         """Per row and column: the perplexity of its output and of the reference.
 
         The QA fine-tuning document's fix: each model's own generated text, measured by that same model
-        (Backend.fluency). --llmeval-ppl-model measures every column with one external model instead.
+        (Backend.fluency). --llmeval-ppl-model measures every column with one external model instead, loaded
+        on the shelf whatever the backend: so saved predictions (which load no model) are scored too, the
+        chest X-ray document's workflow.
         """
         from pytest_llmeval.measures import fluency
 
-        external = self.options.ppl_model
+        opts = self.options
+        external = opts.ppl_model
         per_column: dict[str, list[FluencyRecord]] = {}
         for column in outputs[0]:
             texts = [row.get(column) for row in outputs]
             if external is not None:
-                scorer = self.shelf().named(external)
-                per_column[column] = fluency(scorer, references, texts, column=None, scorer_name=external)
+                per_column[column] = fluency(
+                    self.shelf().named(external),
+                    references,
+                    texts,
+                    column=None,
+                    scorer_name=external,
+                    external=True,
+                    max_length=opts.ppl_max_length,
+                    stride=opts.ppl_stride,
+                    batch_size=opts.ppl_batch_size,
+                )
             else:
                 per_column[column] = self.backend().fluency(column, references, texts)
         return [{c: measured[i] for c, measured in per_column.items()} for i in range(len(references))]

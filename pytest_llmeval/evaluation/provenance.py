@@ -103,6 +103,8 @@ class Provenance:
 
     def meta(self) -> dict[str, Any]:
         """Model, hardware and inference settings for results.json (from this process's backend)."""
+        from pytest_llmeval import embeddings
+
         spec = self.options.spec
         decoding = DecodingConfig(max_new_tokens=self.options.max_new_tokens).to_json()
         meta: dict[str, Any] = {
@@ -110,8 +112,12 @@ class Provenance:
             "base_model": spec.base_model or "embedded:SmolLM2-135M-Instruct",
             "predictions_file": None if self.options.predictions is None else str(self.options.predictions),
             "subset": self.subset,
+            # Recorded when a row used it (results.py); described, not loaded, here.
+            "embedding_model": embeddings.describe(self.options.embedding_model),
             "spent": self.spent(),
             "sequential": self.rowplan.sequential_meta(),
+            "criteria": self.options.gate_options.criteria.to_json(),  # the rules the gates applied
+            "gate_metrics": list(self.options.gate_options.gate_metrics),  # in the gates' Holm family
             "inference_config": {
                 "decoding": decoding,
                 "max_new_tokens_per_row": "evaluation_config.max_new_tokens overrides the default",

@@ -9,7 +9,7 @@ import time
 import traceback
 from typing import Any
 
-from pytest_llmeval.benchmark import Case
+from pytest_llmeval.benchmark import Case, Metric
 from pytest_llmeval.evaluation.ledger import Ledger
 from pytest_llmeval.evaluation.outputs import RowError, RowOutputs, RowResult, RowSkipped
 from pytest_llmeval.evaluation.producer import Producer
@@ -103,7 +103,10 @@ class RowScorer:
             for side_record in models.values():
                 side_record["prompt_truncated"] = self.producer.truncated[nodeid]
         try:
-            resources = {name: self._resource(name, ref) for name in SCORERS[case.evaluation_type].uses}
+            uses = SCORERS[case.evaluation_type].uses.union(
+                *(SCORERS[m.evaluation_type].uses for m in case.metrics)
+            )
+            resources = {name: self._resource(name, ref) for name in uses}
         except RowSkipped as exc:
             return RowResult(record=record(skipped=str(exc)), score=None, skipped=str(exc))
         except RowError as exc:
@@ -113,17 +116,27 @@ class RowScorer:
         if "sandbox" in resources:
             resources["sandbox"] = self._chunk_runs(nodeid, resources["sandbox"])
         try:
-            scores = self._scores(case, out, resources)
+            kind = case.evaluation_type
+            own = {n: r for n, r in resources.items() if n in SCORERS[kind].uses}
+            scores = self._scores(case, out, own)
+            metrics: dict[str, dict[str, Score]] = {}
+            for metric in case.metrics:
+                kind = metric.evaluation_type
+                metrics[kind] = self._metric_scores(case, metric, out, resources)
             scoring = time.perf_counter() - started
         except Exception as exc:  # a scorer bug or a custom scorer's error fails this row only
             raised = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            error = f"{where}: scorer '{case.evaluation_type}' raised {raised}"
+            error = f"{where}: scorer '{kind}' raised {raised}"
             # What the model measured (the judge's raw outputs, say) stays in results.json: nothing is lost.
             for column, measurement in out.measures.items():
                 models[column]["measurement"] = measurement
             return RowResult(record=record(models, error=error), score=None, error=error)
         for column, scored in scores.items():
             models[column]["score"] = scored.to_json()
+            if metrics:
+                models[column]["metrics"] = {
+                    k: by_column[column].to_json() for k, by_column in metrics.items()
+                }
         primary = scores.get(evaluated, scores[BASE])
         return RowResult(record=record(models, passed=primary.passed), score=primary)
 
@@ -208,10 +221,18 @@ class RowScorer:
                 from pytest_llmeval.models import resolve_device
 
                 spec = self.options.spec
-                self._embedder = Embedder.load(device=resolve_device(spec.device, worker=spec.worker))
-            except EmbeddingModelError as exc:
+                self._embedder = Embedder.load(
+                    device=resolve_device(spec.device, worker=spec.worker),
+                    choice=self.options.embedding_model,
+                    layer=self.options.embedding_layer,
+                )
+            except (EmbeddingModelError, ValueError) as exc:
                 # Fail these rows (CI must not pass without evaluating them), but keep the others going.
-                self._embedder_error = str(exc)
+                # ValueError: a layer the model does not have.
+                said = (
+                    str(exc) if isinstance(exc, EmbeddingModelError) else f"--llmeval-embedding-layer: {exc}"
+                )
+                self._embedder_error = said
                 raise RowError(self._embedder_error) from None
         return self._embedder
 
@@ -220,10 +241,11 @@ class RowScorer:
         # semantic compares sentence vectors, bertscore token vectors: each type warms what it reads.
         wanted: dict[str, set[str]] = {"semantic": set(), "bertscore": set()}
         for n in nodeids:
-            kind = self.rows[n].case.evaluation_type
-            if kind in wanted:
-                texts = [self.rows[n].case.expected_output, *self.producer.outputs[n].texts.values()]
-                wanted[kind].update(t for t in texts if t and t.strip())
+            case = self.rows[n].case
+            for kind in (case.evaluation_type, *(m.evaluation_type for m in case.metrics)):
+                if kind in wanted:
+                    texts = [*case.references, *self.producer.outputs[n].texts.values()]
+                    wanted[kind].update(t for t in texts if t and t.strip())
         if not (wanted["semantic"] or wanted["bertscore"]):
             return
         try:
@@ -232,6 +254,20 @@ class RowScorer:
             return  # each row reports it
         embedder.warm(sorted(wanted["semantic"]))
         embedder.warm(sorted(wanted["bertscore"]), sentence=False, tokens=True)
+
+    @staticmethod
+    def _metric_scores(
+        case: Case, metric: Metric, out: RowOutputs, resources: dict[str, Any]
+    ) -> dict[str, Score]:
+        """Every column's score by one of the row's `metrics`, on the same text its own type scored (a
+        sampled row's first sample, the one output it shows)."""
+        scorer = SCORERS[metric.evaluation_type]
+        assert scorer.score is not None  # benchmark.load_benchmark admits only METRIC_TYPES
+        needed = {n: r for n, r in resources.items() if n in scorer.uses}
+        return {
+            c: scorer.score(text, case.expected, metric.evaluation_config, **needed)
+            for c, text in out.texts.items()
+        }
 
     @staticmethod
     def _scores(case: Case, out: RowOutputs, resources: dict[str, Any]) -> dict[str, Score]:
@@ -249,6 +285,4 @@ class RowScorer:
                 for c, texts in out.samples.items()
             }
         assert scorer.score is not None
-        return {
-            c: scorer.score(text, case.expected_output, config, **resources) for c, text in out.texts.items()
-        }
+        return {c: scorer.score(text, case.expected, config, **resources) for c, text in out.texts.items()}

@@ -19,10 +19,13 @@ from pytest_llmeval.hooks.xdist import is_worker
 from pytest_llmeval.items import (
     EVALUATOR_KEY,
     RECORDER_KEY,
+    RUN_NODE,
     TRAINING_NODE,
     BenchmarkFile,
     CaseItem,
     GateItem,
+    RunGateItem,
+    RunGates,
     TrainingGateItem,
     TrainingGates,
 )
@@ -58,21 +61,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _keep_subset(config, items)
     # Gates run after every row they depend on: move them to the end, keeping every other order. Under
     # xdist this also puts them last in the scheduler's queue, so a gate waits as little as possible.
-    gates = (GateItem, TrainingGateItem)
+    gates = (GateItem, TrainingGateItem, RunGateItem)
     items[:] = [i for i in items if not isinstance(i, gates)] + [i for i in items if isinstance(i, gates)]
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
     report = yield
-    # The training gates belong to no benchmark file: they get a collector of their own beside the session's
-    # top-level ones, so that pytest counts, selects (-k, -m) and reports them as every collected test.
-    # Every process collects the same (the logs were read at configure), as xdist requires. Not when the
-    # command line names only node ids (`bench.jsonl::r1`): those are the tests asked for.
+    # The training gates and the run gates (--llmeval-criteria locollm's out_of_domain_required) belong to
+    # no benchmark file: they get collectors of their own beside the session's top-level ones, so that
+    # pytest counts, selects (-k, -m) and reports them as every collected test. Every process collects the
+    # same (the logs were read at configure, the roster is fixed), as xdist requires. Not when the command
+    # line names only node ids (`bench.jsonl::r1`): those are the tests asked for.
     config = collector.config
     if isinstance(collector, pytest.Session) and report.passed and not all("::" in a for a in config.args):
-        if config.stash[EVALUATOR_KEY].training_gates():
+        run = config.stash[EVALUATOR_KEY]
+        if run.training_gates():
             report.result.append(TrainingGates.from_parent(collector, name="training", nodeid=TRAINING_NODE))
+        if run.run_gates():
+            report.result.append(RunGates.from_parent(collector, name="criteria", nodeid=RUN_NODE))
     return report
 
 

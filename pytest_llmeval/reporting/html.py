@@ -40,6 +40,7 @@ from pytest_llmeval.reporting.html_sections import (
     _cost_html,
     _fluency_html,
     _gates_html,
+    _metrics_html,
     _peft_vs_sft_html,
     _perplexity_html,
     _sequential_html,
@@ -48,6 +49,7 @@ from pytest_llmeval.reporting.html_sections import (
 )
 from pytest_llmeval.reporting.rows import (
     _answer,
+    _expected,
     _fmt_score,
     _measurement,
     _one_line,
@@ -90,6 +92,7 @@ table.rows { width: 100%%; font-size: .85rem; } table.rows td:nth-child(-n+3) { 
 table.rows .out { min-width: 11ch; } table.rows td.num { text-align: right; white-space: nowrap; }
 .out { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, monospace; max-height: 14em;
        overflow: auto; margin: 0; }
+.out + .out { border-top: 1px dashed #bbb; margin-top: .3em; }
 tr.regression, tr.worse { background: #fff0e8; } tr.fixed, tr.better { background: #eaf3fb; }
 .mark { font-weight: 700; white-space: nowrap; }
 .stats { font-family: ui-monospace, monospace; font-size: .9rem; }
@@ -242,13 +245,14 @@ def _rows_table(bench: Mapping[str, Any], adapter: bool) -> list[str]:
         if prompt:
             shown = _e(_truncate(prompt, _HTML_MAX))
             ident = f'<details><summary>{ident}</summary><div class="out">{shown}</div></details>'
-        expected = str(record.get("expected_output") or "")
+        # Several references: one box each, in the row's order.
+        expected = "".join(f'<div class="out">{_e(_truncate(r, _HTML_MAX))}</div>' for r in _expected(record))
         order = {"easy": 0, "medium": 1, "hard": 2}.get(str(record.get("difficulty")), 3)
         cells = [
             f'<td data-sort="{_e(record.get("nodeid"))}">{ident}</td>',
             f'<td data-sort="{order}">{_e(record.get("difficulty"))}</td>',
             f"<td>{_e(record.get('evaluation_type'))}</td>",
-            f'<td><div class="out">{_e(_truncate(expected, _HTML_MAX))}</div></td>',
+            f"<td>{expected}</td>",
         ]
         for who in columns:
             value = row.value(who)
@@ -448,6 +452,8 @@ def _benchmark_html(bench: Mapping[str, Any], slug: str, adapter: bool) -> list[
         out += _kv_table("Slices (tags): each one's rows compared on their own", header, rows)
     if bench.get("fluency"):
         out += _fluency_html(bench["fluency"])
+    if bench.get("metrics"):
+        out += _metrics_html(bench["metrics"], adapter)
     if bench.get("composite"):
         out += _composite_html(bench["composite"], "Composite score", adapter)
     previous = bench.get("comparison_with_previous")

@@ -213,6 +213,17 @@ def _composite_html(composite: Mapping[str, Any], heading: str, adapter: bool) -
     return out
 
 
+def _metrics_html(metrics: Mapping[str, Any], adapter: bool) -> list[str]:
+    """Rows naming several metrics: each metric's mean per model, and how many rows' pass it decided."""
+    sides = [BASE, ADAPTER] if adapter else [BASE]
+    rows = [
+        [kind, *(_num(entry.get(w), ".3f") for w in sides), str(entry.get("n_deciding", 0))]
+        for kind, entry in metrics.items()
+    ]
+    header = ["metric", *sides, "rows it decides"]
+    return _kv_table("Every metric of the rows (mean over the rows each scored)", header, rows)
+
+
 def _fluency_html(fluency: Mapping[str, Any]) -> list[str]:
     """--llmeval-fluency, per model: perplexity of its own outputs, beside the reference texts' under the
     same scorer."""
@@ -222,9 +233,15 @@ def _fluency_html(fluency: Mapping[str, Any]) -> list[str]:
         found = fluency[who].get(which)
         return _num(None if not found else found.get(key), fmt)
 
+    # An external scorer (--llmeval-ppl-model) measured every model's outputs, not each its own.
+    own = (
+        "perplexity of the outputs"
+        if any(fluency[w].get("external") for w in sides)
+        else "perplexity of its own outputs"
+    )
     rows = [
         ["scored by", *(str(fluency[w].get("scorer", MISSING)) for w in sides)],
-        ["perplexity of its own outputs", *(corpus(w, "output", "perplexity", ".2f") for w in sides)],
+        [own, *(corpus(w, "output", "perplexity", ".2f") for w in sides)],
         ["perplexity of the references", *(corpus(w, "reference", "perplexity", ".2f") for w in sides)],
         ["outputs / references", *(_num(fluency[w].get("ratio_to_reference"), ".3f") for w in sides)],
         [
@@ -235,7 +252,44 @@ def _fluency_html(fluency: Mapping[str, Any]) -> list[str]:
         ["outputs measured", *(corpus(w, "output", "n_texts", ".0f") for w in sides)],
         ["empty outputs", *(str(fluency[w].get("n_empty_outputs", 0)) for w in sides)],
     ]
-    return [
-        "<h3>Fluency</h3>",
-        *_kv_table("Perplexity of each model's generated outputs (token-weighted)", ["", *sides], rows),
+    external = any(fluency[w].get("external") for w in sides)
+    caption = (
+        "Perplexity of each model's outputs under one external scorer (token-weighted)"
+        if external
+        else "Perplexity of each model's generated outputs, under that model (token-weighted)"
+    )
+    out = ["<h3>Fluency</h3>", *_kv_table(caption, ["", *sides], rows)]
+    for who in sides:
+        if fluency[who].get("chest_xray"):
+            out += _chest_xray_html(who, fluency[who]["chest_xray"])
+    return out
+
+
+def _chest_xray_html(who: str, summary: Mapping[str, Any]) -> list[str]:
+    """The chest X-ray document's per-study summary of one model's outputs: statistics, ranges, flags."""
+    stats = ["mean", "median", "std", "min", "max"]
+    rows = [
+        [figure.replace("_", " "), *(_num(values.get(s), ".3f") for s in stats)]
+        for figure, values in summary.get("per_study", {}).items()
     ]
+    out = _kv_table(f"{who}: per study ({summary.get('n_studies')} studies)", ["", *stats], rows)
+    ranges = [
+        [
+            f"{kind.replace('_', ' ')} ({side})",
+            ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()),
+        ]
+        for kind in ("perplexity_ranges", "cross_entropy_ranges")
+        for side, counts in (summary.get(kind) or {}).items()
+    ]
+    if summary.get("ratio_ranges"):
+        counts = summary["ratio_ranges"]
+        ranges.append(
+            ["ratio to reference", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())]
+        )
+    ranges.append(
+        ["review recommended (perplexity > 50)", ", ".join(summary.get("review_recommended") or []) or "none"]
+    )
+    ranges.append(
+        ["potential issues (perplexity > 100)", ", ".join(summary.get("potential_issues") or []) or "none"]
+    )
+    return out + _kv_table(f"{who}: the chest X-ray document's ranges and review flags", ["", ""], ranges)

@@ -163,6 +163,10 @@ def _score_note(record: Mapping[str, Any], who: str) -> str:
         extra.append(f"extracted {json.dumps(score['extracted'], ensure_ascii=False)}")
     if score.get("reason"):
         extra.append(str(score["reason"]))
+    # The row's `metrics`: reported beside the score that decided, never instead of it.
+    also = ", ".join(f"{kind} {float(m['value']):.2f}" for kind, m in (side.get("metrics") or {}).items())
+    if also:
+        extra.append(f"also {also}")
     return text + "".join(f"; {e}" for e in extra)
 
 
@@ -180,6 +184,12 @@ def _truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[… truncated: {len(text) - limit} more characters]"
+
+
+def _expected(record: Mapping[str, Any]) -> list[str]:
+    """A row's expected answers as results.json records them: every reference when it gives several, else
+    its one expected_output ("" when it has none)."""
+    return [str(r) for r in record.get("references") or [record.get("expected_output") or ""]]
 
 
 def _prompt(record: Mapping[str, Any]) -> str:

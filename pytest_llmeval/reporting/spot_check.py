@@ -15,6 +15,7 @@ from pytest_llmeval.formatting import md_block, md_code, md_escape, percent
 from pytest_llmeval.records import ADAPTER, BASE
 from pytest_llmeval.reporting.rows import (
     _answer,
+    _expected,
     _fmt_score,
     _measurement,
     _one_line,
@@ -253,8 +254,12 @@ def spot_check_markdown(
             md_block(_truncate(prompt, _MD_MAX)) if prompt else "*(empty)*",
             "",
         ]
-        expected = str(record.get("expected_output") or "")
-        if expected and ("\n" in expected or len(expected) > _MD_INLINE):
+        references = _expected(record)
+        expected = references[0]
+        if len(references) > 1:
+            lines += [f"**Expected** ({len(references)} references)", ""]
+            lines += [part for r in references for part in (md_block(_truncate(r, _MD_MAX)), "")]
+        elif expected and ("\n" in expected or len(expected) > _MD_INLINE):
             lines += ["**Expected**", "", md_block(_truncate(expected, _MD_MAX)), ""]
         else:
             lines += [f"**Expected:** {_md_value(expected, empty='*(none)*')}", ""]

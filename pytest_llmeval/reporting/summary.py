@@ -23,6 +23,7 @@ from pytest_llmeval.formatting import (
     points,
     training_summary,
 )
+from pytest_llmeval.gates import describe_criteria
 from pytest_llmeval.records import ADAPTER, BASE
 from pytest_llmeval.results import NO_EFFECT
 
@@ -88,9 +89,9 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
                 text += f", adapter {ppl[ADAPTER]['perplexity']:.2f}{_band(ppl[ADAPTER])} ({ratio})"
             lines.append(text)
         if bench.get("fluency"):
-            lines.append(
-                f"  fluency, perplexity of each model's own outputs: {_fluency_text(bench['fluency'])}"
-            )
+            lines += _fluency_lines(bench["fluency"], verbose)
+        if bench.get("metrics"):
+            lines.append(f"  metrics (mean over the rows each scored): {_metrics_text(bench['metrics'])}")
         unparsed = bench.get("unparsed") or {}
         if any(u["n_unparsed"] for u in unparsed.values()):
             parts = [
@@ -122,6 +123,7 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")
+    lines += _criteria_lines(document.get("criteria"), verbose=verbose)
     composite = document.get("composite")
     if composite:
         sides = [w for w in ([BASE, ADAPTER] if adapter else [BASE]) if composite.get(w)]
@@ -162,6 +164,18 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
     return lines
 
 
+def _criteria_lines(criteria: Mapping[str, Any] | None, *, verbose: bool) -> list[str]:
+    """The rules the gates decided by, and the run gates they require (a failed one always, else with
+    `verbose`)."""
+    if not criteria:
+        return []  # a document written before results.json named its criteria
+    lines = [f"gates decided by {describe_criteria(criteria)}"]
+    for name, verdict in (criteria.get("gates") or {}).items():
+        if verbose or verdict["status"] == "fail":
+            lines.append(f"  {name} {verdict['status']}: {verdict['message']}")
+    return lines
+
+
 def _top_level_line(document: Mapping[str, Any]) -> str:
     """Which benchmark the standard's top-level fields of results.json describe, and why that one."""
     top = document.get("top_level") or {}
@@ -191,15 +205,93 @@ def _summary_statistics(stats: Mapping[str, Any] | None) -> str:
     )
 
 
+def _metrics_text(metrics: Mapping[str, Any]) -> str:
+    """'bertscore base 0.81, adapter 0.90 (decides 3 rows); rouge base 0.20, adapter 0.41': every metric
+    of a benchmark whose rows name several, and how many rows' pass each decided."""
+    parts = []
+    for kind, entry in metrics.items():
+        sides = [f"{who} {entry[who]:.2f}" for who in (BASE, ADAPTER) if entry.get(who) is not None]
+        decides = f" (decides {entry['n_deciding']} rows)" if entry.get("n_deciding") else ""
+        parts.append(f"{kind} {', '.join(sides) or '-'}{decides}")
+    return "; ".join(parts)
+
+
+def _fluency_lines(fluency: Mapping[str, Any], verbose: bool) -> list[str]:
+    """--llmeval-fluency: per model, the token-weighted perplexity of its outputs beside the references'
+    under the same scorer, with the QA fine-tuning document's band; then the chest X-ray document's
+    per-study summary of each model (and, verbose, its ranges and review flags)."""
+    entries = list(fluency.values())
+    if all(entry.get("external") for entry in entries):
+        scorers = ", ".join(dict.fromkeys(str(entry["scorer"]) for entry in entries))
+        heading = f"fluency, perplexity under the scorer {scorers} (token-weighted)"
+    else:
+        heading = "fluency, perplexity of each model's own outputs"
+    lines = [f"  {heading}: {_fluency_text(fluency)}"]
+    for who, entry in fluency.items():
+        study = entry.get("chest_xray")
+        if not study:
+            continue
+        figures = study["per_study"]
+        stats = "; ".join(
+            f"{label} {_spread_text(figures.get(key))}"
+            for label, key in (("generated", "perplexity_generated"), ("reference", "perplexity_reference"))
+        )
+        lines.append(
+            f"  chest X-ray summary, {who} ({study['n_studies']} studies, per study): perplexity {stats}"
+        )
+        if not verbose:
+            continue
+        ratio = figures.get("perplexity_ratio")
+        ranges = study["perplexity_ranges"]["generated"]
+        confidence = study["cross_entropy_ranges"]["generated"]
+        lines.append(
+            "    generated: "
+            + ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in ranges.items())
+            + "; cross-entropy "
+            + ", ".join(f"{name} {n}" for name, n in confidence.items())
+            + f"; ratio to reference (mean {MISSING if not ratio else format(ratio['mean'], '.3f')}): "
+            + ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in study["ratio_ranges"].items())
+            + f" (similar: within {study['ratio_tolerance']:.0%} of 1)"
+        )
+        flags = [
+            f"{label}: {', '.join(study[key])}"
+            for key, label in (
+                ("review_recommended", "review recommended (perplexity > 50)"),
+                ("potential_issues", "potential issues (perplexity > 100)"),
+            )
+            if study[key]
+        ]
+        if flags:
+            lines.append(f"    {'; '.join(flags)}")
+    return lines
+
+
+def _spread_text(spread: Mapping[str, Any] | None) -> str:
+    """mean, median, std, min and max of per-study values, in a few words."""
+    if not spread:
+        return MISSING
+    std = MISSING if spread.get("std") is None else format(spread["std"], ".2f")
+    return (
+        f"mean {spread['mean']:.2f}, median {spread['median']:.2f}, std {std}, "
+        f"min {spread['min']:.2f}, max {spread['max']:.2f}"
+    )
+
+
 def _fluency_text(fluency: Mapping[str, Any]) -> str:
-    """Per model: the perplexity of its own outputs, the references' under the same scorer beside it."""
+    """Per model: the perplexity of its outputs, the references' under the same scorer beside it, each with
+    the QA fine-tuning document's band."""
     parts = []
     for who, entry in fluency.items():
         output, reference = entry.get("output"), entry.get("reference")
-        part = f"{who} {MISSING if not output else format(output['perplexity'], '.2f')}"
+        part = f"{who} {MISSING if not output else format(output['perplexity'], '.2f')}{_qa(output)}"
         if reference:
-            part += f" (reference {reference['perplexity']:.2f})"
+            part += f" (reference {reference['perplexity']:.2f}{_qa(reference)})"
         if entry.get("n_empty_outputs"):
             part += f" [{entry['n_empty_outputs']} empty outputs]"
         parts.append(part)
     return ", ".join(parts)
+
+
+def _qa(corpus: Mapping[str, Any] | None) -> str:
+    """The QA fine-tuning document's band beside a fluency perplexity (low, medium, high), when it has one."""
+    return f" [QA band {corpus['qa_band']}]" if corpus and corpus.get("qa_band") else ""

@@ -23,24 +23,38 @@ from pytest_llmeval.scorers import (
 )
 from pytest_llmeval.scorers.base import Score, ScorerSpec
 
-__all__ = ["SCORERS", "Score", "ScorerSpec", "read_benchmark"]
+__all__ = ["METRIC_TYPES", "SCORERS", "Score", "ScorerSpec", "read_benchmark"]
 
 SCORERS: dict[str, ScorerSpec] = {
+    # references=True: expected_output may be a list of references (each scorer's docstring says how it
+    # uses them: sacrebleu's multi-reference BLEU and chrF, the best reference for the others).
     "exact_match": ScorerSpec(
-        validate=exact_match.validate_config, score=exact_match.score, explain=exact_match.explain
+        validate=exact_match.validate_config,
+        score=exact_match.score,
+        explain=exact_match.explain,
+        references=True,
     ),
-    "rouge": ScorerSpec(validate=rouge.validate_config, score=rouge.score),
-    "bleu": ScorerSpec(validate=bleu.validate_bleu, score=bleu.score_bleu),
-    "chrf": ScorerSpec(validate=bleu.validate_chrf, score=bleu.score_chrf),
-    "fuzzy": ScorerSpec(validate=fuzzy.validate_config, score=fuzzy.score),
+    "rouge": ScorerSpec(validate=rouge.validate_config, score=rouge.score, references=True),
+    "bleu": ScorerSpec(validate=bleu.validate_bleu, score=bleu.score_bleu, references=True),
+    "chrf": ScorerSpec(validate=bleu.validate_chrf, score=bleu.score_chrf, references=True),
+    "fuzzy": ScorerSpec(validate=fuzzy.validate_config, score=fuzzy.score, references=True),
     "char_accuracy": ScorerSpec(
-        validate=char_accuracy.validate_config, score=char_accuracy.score, explain=char_accuracy.explain
+        validate=char_accuracy.validate_config,
+        score=char_accuracy.score,
+        explain=char_accuracy.explain,
+        references=True,
     ),
     "semantic": ScorerSpec(
-        validate=semantic.validate_semantic, score=semantic.score_semantic, uses=frozenset({"embedder"})
+        validate=semantic.validate_semantic,
+        score=semantic.score_semantic,
+        uses=frozenset({"embedder"}),
+        references=True,
     ),
     "bertscore": ScorerSpec(
-        validate=semantic.validate_bertscore, score=semantic.score_bertscore, uses=frozenset({"embedder"})
+        validate=semantic.validate_bertscore,
+        score=semantic.score_bertscore,
+        uses=frozenset({"embedder"}),
+        references=True,
     ),
     # The row's own function, imported from its script at collection (custom.load_for_config).
     "custom": ScorerSpec(validate=custom.validate_config, score=custom.score, uses=frozenset({"function"})),
@@ -77,6 +91,15 @@ SCORERS: dict[str, ScorerSpec] = {
 }
 
 
+# The types a row may name in `metrics`, scored on its one generated output: those scoring a text with no
+# resource of the row's own (a custom row's script, a code row's sandbox runs and prompt).
+METRIC_TYPES: frozenset[str] = frozenset(
+    name
+    for name, s in SCORERS.items()
+    if s.score is not None and s.measure is None and s.uses <= {"embedder"}
+)
+
+
 def read_benchmark(path: Path) -> Benchmark:
     """Parse and validate a benchmark file with every evaluation type's rules (benchmark.load_benchmark)."""
     return load_benchmark(
@@ -84,4 +107,6 @@ def read_benchmark(path: Path) -> Benchmark:
         {name: s.validate for name, s in SCORERS.items()},
         {name: s.field_rule for name, s in SCORERS.items() if s.field_rule is not None},
         {name: s.validate_row for name, s in SCORERS.items() if s.validate_row is not None},
+        METRIC_TYPES,
+        reference_types={name for name, s in SCORERS.items() if s.references},
     )

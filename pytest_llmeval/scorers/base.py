@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,28 @@ class ScorerSpec:
     # (evaluation_config, the row's JSON object) -> None, raising ValueError: checks that need both, such
     # as an expected answer that must be one of the choices (run at collection, after `validate`).
     validate_row: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    # Whether `score` takes several references: a row's expected_output may then be a list, and `score` is
+    # handed the tuple of them (one string when the row gives one). Other types refuse a list at collection.
+    references: bool = False
+
+
+S = TypeVar("S", bound=Score)
+
+
+def as_references(expected: str | Sequence[str]) -> tuple[str, ...]:
+    """A scorer's expected answer as its references: one string is one reference."""
+    return (expected,) if isinstance(expected, str) else tuple(expected)
+
+
+def best_reference(score_one: Callable[[str], S], expected: str | Sequence[str]) -> S:
+    """The score against the best of several references: the first that passes with the highest value
+    (the highest value alone for a plain Score); its details say which reference (0-based) of how many.
+    One reference is scored exactly as a plain string."""
+    references = as_references(expected)
+    if len(references) == 1:
+        return score_one(references[0])
+    scores = [score_one(reference) for reference in references]
+    # max keeps the first of equals: ties go to the earlier reference, as rouge-score's score_multi does.
+    index = max(range(len(scores)), key=lambda i: (scores[i].passed, scores[i].value))
+    best = scores[index]
+    return replace(best, details={**best.details, "best_reference": index, "n_references": len(references)})

@@ -10,6 +10,12 @@ Sentence BLEU is sacrebleu's `sentence_bleu` default: exponential smoothing ('ex
 method 3) with effective order, so a short output is not 0 merely for having no 4-grams. The corpus BLEU
 is sacrebleu's `corpus_bleu` default (same smoothing, no effective order): n-gram counts are summed over
 all rows first, so it is *not* the mean of the sentence scores; `corpus_score` reports both.
+
+Several references (a row's expected_output given as a list) are sacrebleu's multi-reference scoring: BLEU
+clips each n-gram's count by its largest count in any one reference and takes the reference length closest
+to the output's; chrF keeps the reference with the best chrF. The corpus values pass one reference stream
+per position, a row with fewer references holding None in the streams past its own (sacrebleu's way of
+giving rows different numbers of references; its signature then says nrefs:var).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, as_references
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
@@ -83,11 +89,13 @@ def validate_chrf(config: Mapping[str, Any]) -> None:
     _parse_chrf(config)
 
 
-def score_bleu(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
-    """Score sacrebleu's sentence BLEU (exp smoothing, effective order) of `prediction`, divided by 100."""
+def score_bleu(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> Score:
+    """Score sacrebleu's sentence BLEU (exp smoothing, effective order) of `prediction` against its one or
+    several references, divided by 100."""
     options = _parse_bleu(config)
     metric = _bleu(options.tokenize, options.lowercase, sentence=True)
-    result = metric.sentence_score(prediction, [expected])
+    references = as_references(expected)
+    result = metric.sentence_score(prediction, list(references))
     details: dict[str, Any] = {
         "metric": "bleu",
         "scale": "0-1",
@@ -95,21 +103,24 @@ def score_bleu(prediction: str, expected: str, config: Mapping[str, Any]) -> Sco
         "precisions": [_unit(precision) for precision in result.precisions],
         "brevity_penalty": float(result.bp),
         "prediction_length": int(result.sys_len),
-        "expected_length": int(result.ref_len),
+        "expected_length": int(result.ref_len),  # of several references, the length closest to the output's
         "tokenize": options.tokenize,
         "signature": str(metric.get_signature()),
+        **({"n_references": len(references)} if len(references) > 1 else {}),
     }
-    note = _cjk_note(options.tokenize, prediction, expected)
+    note = _cjk_note(options.tokenize, prediction, *references)
     if note:
         details["note"] = note
     return Score(value=_unit(result.score), threshold=options.threshold, details=details)
 
 
-def score_chrf(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
-    """Score sacrebleu's sentence chrF (chrF++ with word_order 2) of `prediction`, divided by 100."""
+def score_chrf(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> Score:
+    """Score sacrebleu's sentence chrF (chrF++ with word_order 2) of `prediction` against its one or several
+    references (the best one's), divided by 100."""
     options = _parse_chrf(config)
     metric = _chrf(options.word_order, options.lowercase)
-    result = metric.sentence_score(prediction, [expected])
+    references = as_references(expected)
+    result = metric.sentence_score(prediction, list(references))
     details = {
         "metric": _chrf_name(options.word_order),
         "scale": "0-1",
@@ -118,17 +129,22 @@ def score_chrf(prediction: str, expected: str, config: Mapping[str, Any]) -> Sco
         "word_order": int(result.word_order),
         "beta": int(result.beta),
         "signature": str(metric.get_signature()),
+        **({"n_references": len(references)} if len(references) > 1 else {}),
     }
     return Score(value=_unit(result.score), threshold=options.threshold, details=details)
 
 
 def corpus_score(
-    kind: str, predictions: Sequence[str], references: Sequence[str], config: Mapping[str, Any]
+    kind: str,
+    predictions: Sequence[str],
+    references: Sequence[str | Sequence[str]],
+    config: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Return the benchmark's corpus BLEU or chrF and the mean of its sentence scores, both 0-1, labelled.
 
-    `kind` is "bleu" or "chrf"; `config` is the rows' evaluation_config (threshold and max_new_tokens
-    play no part). With no rows both values are None.
+    `kind` is "bleu" or "chrf"; each row's references are one string or a non-empty sequence of them;
+    `config` is the rows' evaluation_config (threshold and max_new_tokens play no part). With no rows both
+    values are None.
     """
     if kind not in _KINDS:
         raise ValueError(f"kind must be 'bleu' or 'chrf', not {kind!r}")
@@ -136,7 +152,9 @@ def corpus_score(
         raise ValueError("predictions and references must be sequences of strings, not one string")
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
-    hypotheses, expected = list(predictions), list(references)
+    hypotheses, expected = list(predictions), [list(as_references(r)) for r in references]
+    if any(not refs for refs in expected):
+        raise ValueError("every row needs at least one reference")
     summary: dict[str, Any] = {"metric": kind, "scale": "0-1", "rows": len(hypotheses)}
     metric: BLEU | CHRF
     if kind == "bleu":
@@ -150,9 +168,16 @@ def corpus_score(
         sentence = metric = _chrf(chrf_options.word_order, chrf_options.lowercase)
     if not hypotheses:
         return {**summary, "corpus": None, "mean_sentence": None}
-    result = metric.corpus_score(hypotheses, [expected])  # one reference stream: nrefs 1
+    # One stream per reference position; a row with fewer references is None in the streams past its own,
+    # which sacrebleu skips (metrics/base.py, _cache_references: "variable number of references").
+    streams: list[list[str | None]] = [
+        [refs[j] if j < len(refs) else None for refs in expected]
+        for j in range(max(len(refs) for refs in expected))
+    ]
+    result = metric.corpus_score(hypotheses, streams)  # type: ignore[arg-type]  # None: see above
+    signature = str(metric.get_signature())  # now: chrF's sentence scores below share the metric object
     sentences = [
-        _unit(sentence.sentence_score(h, [r]).score) for h, r in zip(hypotheses, expected, strict=True)
+        _unit(sentence.sentence_score(h, r).score) for h, r in zip(hypotheses, expected, strict=True)
     ]
     summary.update(corpus=_unit(result.score), mean_sentence=sum(sentences) / len(sentences))
     if kind == "bleu":
@@ -162,7 +187,7 @@ def corpus_score(
             prediction_length=int(result.sys_len),
             expected_length=int(result.ref_len),
         )
-    summary["signature"] = str(metric.get_signature())
+    summary["signature"] = signature
     return summary
 
 
@@ -174,8 +199,8 @@ def _chrf_name(word_order: int) -> str:
     return "chrf" + "+" * word_order
 
 
-def _cjk_note(tokenize: str, prediction: str, expected: str) -> str | None:
-    if tokenize in _SPACE_TOKENIZERS and (has_cjk(prediction) or has_cjk(expected)):
+def _cjk_note(tokenize: str, *texts: str) -> str | None:
+    if tokenize in _SPACE_TOKENIZERS and any(has_cjk(text) for text in texts):
         return (
             f"tokenize {tokenize} splits on spaces only, so a CJK sentence is one token: "
             "use tokenize 'char' (or 'ja-mecab', 'zh') for CJK text"

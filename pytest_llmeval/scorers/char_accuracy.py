@@ -31,17 +31,22 @@ Both texts are NFC-normalised (a decomposed "が" is one character, as it looks)
 and trailing whitespace (a model's trailing newline is not a wrong character). Inner whitespace counts:
 in Japanese a space between words is a character the model added. Case counts unless
 `case_sensitive: false`.
+
+Several references (a row's expected_output given as a list, such as two accepted spellings): the output
+is judged against the best of them, the first that passes (overall and every script) with the highest
+accuracy, else the one with the highest accuracy; the details name it (`best_reference`, 0-based) and hold
+its counts. Scores are never mixed across references: each script's share is the chosen reference's.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, best_reference
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -128,9 +133,14 @@ def aligned_mask(expected: str, output: str) -> list[bool]:
     return mask
 
 
-def score(prediction: str, expected: str, config: Mapping[str, Any]) -> CharAccuracyScore:
-    """Score the aligned character accuracy of `prediction` against `expected`, overall and per script."""
+def score(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> CharAccuracyScore:
+    """Score the aligned character accuracy of `prediction` against `expected` (the best of several
+    references), overall and per script."""
     options = _parse(config)
+    return best_reference(lambda reference: _score(prediction, reference, options), expected)
+
+
+def _score(prediction: str, expected: str, options: _Options) -> CharAccuracyScore:
     got = normalize(prediction, case_sensitive=options.case_sensitive)
     want = normalize(expected, case_sensitive=options.case_sensitive)
     mask = aligned_mask(want, got)

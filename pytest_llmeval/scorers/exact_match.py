@@ -1,6 +1,10 @@
 """exact_match: optionally extract an answer with a regex, normalise both sides, compare for equality.
 
 Pure: no pytest, no torch. The collector calls `validate_config` once per row; the evaluator calls `score`.
+
+Several references (a row's expected_output given as a list, such as "4" and "four"): the row matches when
+the answer equals any of them. extract_pattern still applies to the output alone, and every reference is
+normalised with the row's one set of options (normalize, case_sensitive, percent), as a single one is.
 """
 
 from __future__ import annotations
@@ -8,13 +12,13 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from pytest_llmeval.formatting import shown
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, as_references
 from pytest_llmeval.scorers.config import compile_regex, find
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
@@ -104,13 +108,17 @@ def normalize(text: str, *, case_sensitive: bool = False, percent: bool = False)
     return _NUMBER.sub(lambda match: _canonical_number(match, percent=percent), text)
 
 
-def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
-    """Score 1.0 when the (extracted) prediction equals the expected answer after normalisation, else 0.0.
+def score(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> Score:
+    """Score 1.0 when the (extracted) prediction equals the expected answer (any of several references)
+    after normalisation, else 0.0.
 
     Only the prediction goes through `extract_pattern`; `expected` is already the bare answer. With
     `normalize: false` the strings are compared as they are, case-folded unless `case_sensitive`.
     """
     options = _parse(config)
+    wants = [_comparable(reference, options) for reference in as_references(expected)]
+    # Several references: all of them normalised, and which one matched (the first when none did).
+    several: dict[str, Any] = {"normalized_references": wants, "n_references": len(wants)}
     extracted: str | None = None
     answer = prediction
     if options.extract_pattern is not None:
@@ -123,18 +131,21 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
                     "extracted": None,
                     "unparsed": True,  # no answer found: reported apart from wrong answers
                     "reason": "extract_pattern matched nothing",
-                    "normalized_expected": _comparable(expected, options),
+                    "normalized_expected": wants[0],
+                    **(several if len(wants) > 1 else {}),
                 },
             )
         answer = extracted
-    got, want = _comparable(answer, options), _comparable(expected, options)
+    got = _comparable(answer, options)
+    matched = next((i for i, want in enumerate(wants) if want == got), None)
     return Score(
-        value=1.0 if got == want else 0.0,
+        value=0.0 if matched is None else 1.0,
         threshold=options.threshold,
         details={
             "extracted": extracted,
             "normalized_prediction": got,
-            "normalized_expected": want,
+            "normalized_expected": wants[matched or 0],
+            **({**several, "best_reference": matched or 0} if len(wants) > 1 else {}),
             # Only a row that extracts can fail to: without a pattern the whole output is the answer.
             **({"unparsed": False} if options.extract_pattern is not None else {}),
         },
@@ -221,8 +232,9 @@ def explain(details: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
         lines.append(f"extracted:   {'None' if extracted is None else shown(str(extracted))}")
     if "normalized_prediction" in details:
         expected = details.get("normalized_expected")
+        wanted = " or ".join(shown(str(want)) for want in details.get("normalized_references", ()))
         lines.append(
             f"compared:    {shown(str(details['normalized_prediction']))} vs "
-            f"{'None' if expected is None else shown(str(expected))}"
+            f"{wanted or ('None' if expected is None else shown(str(expected)))}"
         )
     return lines

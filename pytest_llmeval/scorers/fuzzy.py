@@ -8,16 +8,19 @@ The distance is rapidfuzz's `Levenshtein.distance`: exact, in C++ with Hyyrö's 
 O(n/64 * m) time: about 0.1 ms for two unrelated 1,000-character texts, 0.6 ms at 2,000, 16 ms at 10,000.
 So there is no length cap (a cap would change the score). It replaced a pure-Python dynamic programme
 (0.2 s at 2,000 characters) and gives the same distances.
+
+Several references (a row's expected_output given as a list): the highest similarity to any of them; the
+details name that reference (`best_reference`, 0-based).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, best_reference
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -65,9 +68,14 @@ def normalize(text: str, *, case_sensitive: bool = False) -> str:
     return text if case_sensitive else unicodedata.normalize("NFC", text.casefold())
 
 
-def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
-    """Score the normalised Levenshtein similarity of `prediction` and `expected` (see `similarity`)."""
+def score(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> Score:
+    """Score the normalised Levenshtein similarity of `prediction` and `expected` (see `similarity`), or of
+    the most similar of several references."""
     options = _parse(config)
+    return best_reference(lambda reference: _score(prediction, reference, options), expected)
+
+
+def _score(prediction: str, expected: str, options: _Options) -> Score:
     got, want = _comparable(prediction, options), _comparable(expected, options)
     distance = levenshtein(got, want)
     longest = max(len(got), len(want))

@@ -8,6 +8,10 @@ both are tokenised by `CjkTokenizer` instead: NFKC first (full-width "２０２�
 is full-width), each CJK character its own token, everything between CJK characters exactly as
 rouge-score's default tokenizer does it. Text without CJK goes through rouge-score untouched, so its
 numbers are rouge-score's own.
+
+Several references (a row's expected_output given as a list): rouge-score's `score_multi` rule, the
+reference with the highest F1 (the first of equals), its precision and recall with it; the details name
+it (`best_reference`, 0-based). One tokenizer for all: the CJK one when any of the texts holds CJK.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ from __future__ import annotations
 import difflib
 import functools
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, as_references
 from pytest_llmeval.scorers.config import check_keys as _check_keys
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -101,15 +105,21 @@ def tokenize(text: str, *, cjk: bool, use_stemmer: bool = False) -> list[str]:
     return list(_tokenizer(cjk, use_stemmer).tokenize(text))
 
 
-def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
-    """Score the ROUGE F1 of `prediction` against `expected` (precision and recall go into the details)."""
+def score(prediction: str, expected: str | Sequence[str], config: Mapping[str, Any]) -> Score:
+    """Score the ROUGE F1 of `prediction` against `expected`, or against the best of several references
+    (rouge-score's score_multi rule); precision and recall go into the details."""
     options = _parse(config)
-    cjk = has_cjk(prediction) or has_cjk(expected)
-    result = _scorer(options.metric, options.use_stemmer, cjk).score(expected, prediction)[options.metric]
+    references = as_references(expected)
+    cjk = has_cjk(prediction) or any(has_cjk(reference) for reference in references)
+    scorer = _scorer(options.metric, options.use_stemmer, cjk)
+    # score_multi's own loop, kept here to know which reference won: the highest F1, the first of equals.
+    results = [scorer.score(reference, prediction)[options.metric] for reference in references]
+    best = max(range(len(results)), key=lambda i: results[i].fmeasure)
+    result, reference = results[best], references[best]
     tokenizer = _tokenizer(cjk, options.use_stemmer)
     prediction_tokens, expected_tokens = (
         len(tokenizer.tokenize(prediction)),
-        len(tokenizer.tokenize(expected)),
+        len(tokenizer.tokenize(reference)),
     )
     details: dict[str, Any] = {
         "metric": options.metric,
@@ -120,6 +130,7 @@ def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:
         "use_stemmer": options.use_stemmer,
         "prediction_tokens": prediction_tokens,
         "expected_tokens": expected_tokens,
+        **({"best_reference": best, "n_references": len(references)} if len(references) > 1 else {}),
     }
     sides = (("prediction", prediction_tokens), ("expected text", expected_tokens))
     empty = [side for side, count in sides if not count]

@@ -12,15 +12,18 @@ the evaluator, which also warms its cache with a whole chunk's texts): no pytest
 
 An output that is empty or only whitespace scores 0 with reason "empty prediction" (the model is not run:
 an empty text has no meaning to compare); so does an empty expected answer.
+
+Several references (a row's expected_output given as a list): the highest value against any of them (the
+cosine, or the chosen BERTScore metric); the details name that reference (`best_reference`, 0-based).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.scorers.base import Score
+from pytest_llmeval.scorers.base import Score, best_reference
 from pytest_llmeval.scorers.config import check_keys, threshold
 from pytest_llmeval.scorers.config import describe as _describe
 
@@ -54,9 +57,16 @@ def validate_bertscore(config: Mapping[str, Any]) -> None:
     _metric(config)
 
 
-def score_semantic(prediction: str, expected: str, config: Mapping[str, Any], *, embedder: Embedder) -> Score:
-    """Cosine similarity of the sentence embeddings of prediction and expected, clamped to [0, 1]."""
+def score_semantic(
+    prediction: str, expected: str | Sequence[str], config: Mapping[str, Any], *, embedder: Embedder
+) -> Score:
+    """Cosine similarity of the sentence embeddings of prediction and expected (the most similar of several
+    references), clamped to [0, 1]."""
     threshold = _threshold(config, "semantic", _SEMANTIC_KEYS, SEMANTIC_THRESHOLD)
+    return best_reference(lambda reference: _semantic(prediction, reference, threshold, embedder), expected)
+
+
+def _semantic(prediction: str, expected: str, threshold: float, embedder: Embedder) -> Score:
     empty = _empty(prediction, expected)
     if empty is not None:
         return Score(
@@ -72,11 +82,18 @@ def score_semantic(prediction: str, expected: str, config: Mapping[str, Any], *,
 
 
 def score_bertscore(
-    prediction: str, expected: str, config: Mapping[str, Any], *, embedder: Embedder
+    prediction: str, expected: str | Sequence[str], config: Mapping[str, Any], *, embedder: Embedder
 ) -> Score:
-    """BERTScore of prediction (candidate) against expected (reference); `metric` of P, R, F1 is the value."""
+    """BERTScore of prediction (candidate) against expected (reference; the best of several); `metric` of P,
+    R, F1 is the value."""
     threshold = _threshold(config, "bertscore", _BERTSCORE_KEYS, BERTSCORE_THRESHOLD)
     metric = _metric(config)
+    return best_reference(
+        lambda reference: _bertscore(prediction, reference, metric, threshold, embedder), expected
+    )
+
+
+def _bertscore(prediction: str, expected: str, metric: str, threshold: float, embedder: Embedder) -> Score:
     details: dict[str, Any] = {"metric": metric, "layer": embedder.layer, "model": embedder.name}
     empty = _empty(prediction, expected)
     if empty is not None:
