@@ -198,3 +198,36 @@ def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "reference" / "options" / "index.html").is_file()
+
+
+def test_every_default_a_help_text_states_is_the_options_default() -> None:
+    """Where an option's help says "default N", N is what the option defaults to (or, for the drops that
+    --llmeval-criteria fills in, what the default criteria apply): a help text cannot drift from the code."""
+    from pytest_llmeval.gates import DEFAULT_CRITERIA
+
+    filled = {
+        "--llmeval-warn-drop": DEFAULT_CRITERIA.warn_drop,
+        "--llmeval-fail-drop": DEFAULT_CRITERIA.fail_drop,
+    }
+    checked = []
+    for group in gen_options_doc.build_parser()._groups:
+        for option in group.options:
+            name, attrs = option.names()[0], option.attrs()
+            default = filled.get(name, attrs.get("default"))
+            text = attrs.get("help") or ""
+            # "auto (default: what auto does)" names the default before the parenthesis; else "default N".
+            said = re.search(r"([\w.-]+) \(default: ", text)
+            if said is None and "default" not in (attrs.get("choices") or ()):  # a choice named "default"
+                said = re.search(r"default[: ]+([^,;)\s]+)", text)
+            if said is None or isinstance(default, (bool, list, tuple)) or default is None:
+                continue
+            token = said.group(1).rstrip(":.")
+            if isinstance(default, (int, float)):
+                assert float(token) == float(default), (name, token, default)
+            else:
+                assert token in (str(default), f"./{default}"), (name, token, default)
+            checked.append(name)
+    # The options whose help states a default: the test is not empty by accident.
+    assert {"--llmeval-batch-size", "--llmeval-alpha", "--llmeval-min-rows", "--llmeval-fail-drop"} <= set(
+        checked
+    )
