@@ -208,6 +208,15 @@ def test_locollm_requires_an_out_of_domain_benchmark(
     assert out.splitlines()[0].startswith(
         f"FAILED out_of_domain_required[{name}]: {name} ran on no benchmark"
     )
+    # GitHub: the step summary names the criteria and the failed run gate; an annotation without a file.
+    from pytest_llmeval import ci
+
+    summary = ci.step_summary(document)
+    assert "Gates decided by criteria locollm (the LocoLLM standard): " in summary
+    assert f"**out_of_domain_required[{name}]**: {name} ran on no benchmark out of its domain" in summary
+    assert f"::error::gate out_of_domain_required[{name}] failed: {name} ran on no benchmark" in "\n".join(
+        ci.error_annotations(document)
+    )
 
 
 def test_locollm_refuses_the_options_that_would_change_its_rules(pytester: pytest.Pytester) -> None:

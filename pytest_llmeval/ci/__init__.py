@@ -55,6 +55,15 @@ def step_summary(document: Mapping[str, Any]) -> str:
             f"Out of domain, most degraded: `{_cell(figure['benchmark'])}`: {_cell(out_of_domain(figure))}",
             "",
         ]
+    criteria = document.get("criteria")
+    if criteria:
+        from pytest_llmeval.gates import describe_criteria
+
+        lines += [f"Gates decided by {_cell(describe_criteria(criteria))}.", ""]
+        # What the criteria require of the run as a whole (locollm: an out-of-domain benchmark).
+        for name, verdict in _run_gates(document).items():
+            icon = STATUS_ICON.get(verdict["status"], verdict["status"])
+            lines += [f"{icon} **{_cell(name)}**: {_cell(verdict['message'])}", ""]
     header = "| benchmark | rows | base | adapter | difference (CI) | p | gates |"
     lines += [header, "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
     for bench in document["benchmarks"]:
@@ -116,6 +125,12 @@ def error_annotations(document: Mapping[str, Any]) -> list[str]:
                 out.append(
                     _command("error", bench["benchmark_file"], 1, f"gate {name} failed: {verdict['message']}")
                 )
+    # A run gate belongs to no benchmark file: an annotation without a file.
+    out += [
+        f"::error::{_data(f'gate {name} failed: ' + str(verdict['message']))}"
+        for name, verdict in _run_gates(document).items()
+        if verdict["status"] == "fail"
+    ]
     failed_rows = [
         (bench["benchmark_file"], row)
         for bench in document["benchmarks"]
@@ -140,16 +155,24 @@ def error_annotations(document: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _data(text: str) -> str:
+    """A workflow command's data: %, CR and LF escaped."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
 def _command(kind: str, file: str, line: int, message: str) -> str:
     """A workflow command; its data escapes %, CR and LF, its properties also ':' and ','."""
 
-    def data(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
     def prop(text: str) -> str:
-        return data(text).replace(":", "%3A").replace(",", "%2C")
+        return _data(text).replace(":", "%3A").replace(",", "%2C")
 
-    return f"::{kind} file={prop(file)},line={line}::{data(message)}"
+    return f"::{kind} file={prop(file)},line={line}::{_data(message)}"
+
+
+def _run_gates(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The verdicts of the gates the criteria require of the run as a whole (locollm's out-of-domain run)."""
+    found: Mapping[str, Any] = (document.get("criteria") or {}).get("gates") or {}
+    return found
 
 
 def failed_gates(document: Mapping[str, Any]) -> list[str]:
@@ -161,8 +184,7 @@ def failed_gates(document: Mapping[str, Any]) -> list[str]:
         if verdict["status"] == "fail"
     ]
     # What the criteria require of the run as a whole (--llmeval-criteria locollm: an out-of-domain check).
-    run_gates = (document.get("criteria") or {}).get("gates") or {}
-    out += [f"{name}: {v['message']}" for name, v in run_gates.items() if v["status"] == "fail"]
+    out += [f"{name}: {v['message']}" for name, v in _run_gates(document).items() if v["status"] == "fail"]
     if not document.get("complete", True):
         out.append(f"the run is incomplete: {document.get('incomplete_reason')}")
     return out + unscored(document)
