@@ -351,10 +351,10 @@ def add_options(parser: pytest.Parser) -> None:
         "--llmeval-criteria",
         choices=("default", "locollm"),
         default="default",
-        help="the rules the gates decide by: default (default: better_than_base needs a significant paired test, "
-        "no_degradation warns above 5 points and fails above 10) or locollm (the LocoLLM standard exactly: "
-        "better_than_base on the point estimate, no_degradation fails above 5 points with no warn band, and "
-        "each adapter must run on a benchmark out of its domain); locollm refuses --llmeval-gate, "
+        help="the rules the gates decide by: default (default: better_than_base needs a significant paired "
+        "test, no_degradation warns above 5 points and fails above 10) or locollm (the LocoLLM standard "
+        "exactly: better_than_base on the point estimate, no_degradation fails above 5 points with no warn "
+        "band, and each adapter must run on a benchmark out of its domain); locollm refuses --llmeval-gate, "
         "--llmeval-warn-drop and --llmeval-fail-drop",
     )
     group.addoption(
