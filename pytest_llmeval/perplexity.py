@@ -322,11 +322,11 @@ def perplexity(
         max_length=max_length,
         stride=stride,
         first_token=first_token,
-        scripts=_sum_scripts([t.scripts for t in per_text if t.scripts is not None]) if by_script else None,
+        scripts=sum_scripts([t.scripts for t in per_text if t.scripts is not None]) if by_script else None,
     )
 
 
-def _sum_scripts(parts: Sequence[dict[str, ScriptShare]]) -> dict[str, ScriptShare]:
+def sum_scripts(parts: Sequence[dict[str, ScriptShare]]) -> dict[str, ScriptShare]:
     """Script shares of several texts added up (bits per character is then character-weighted)."""
     return {
         s: ScriptShare(

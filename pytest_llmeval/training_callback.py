@@ -46,7 +46,7 @@ import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import IntervalStrategy
 
-from pytest_llmeval.perplexity import PerplexityResult, ScriptShare, _sum_scripts, perplexity
+from pytest_llmeval.perplexity import PerplexityResult, ScriptShare, perplexity, sum_scripts
 from pytest_llmeval.scorers import perplexity as ppl_scorer
 from pytest_llmeval.scorers import read_benchmark
 
@@ -256,7 +256,7 @@ def _character_accuracy(results: Iterable[PerplexityResult]) -> dict[str, Any]:
     parts = [r.scripts for r in results if r.scripts is not None]
     if not parts:
         return {"character_accuracy": None, "character_accuracy_by_script": None}
-    scripts = _sum_scripts(parts)  # the windows' groups added up, as one perplexity() call adds its texts
+    scripts = sum_scripts(parts)  # the windows' groups added up, as one perplexity() call adds its texts
     # All scripts as one share, so that the ratio (and its None) is ScriptShare's own.
     every = ScriptShare(
         nll=math.fsum(s.nll for s in scripts.values()),
