@@ -60,7 +60,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_mo
 # must not be served results of the old code.
 CODE_MODULES = ("generation.py", "models.py", "perplexity.py", "measures.py")
 # A served model's outputs depend on our client and prompt building, not on our weights code.
-SERVED_CODE_MODULES = ("endpoint.py", "generation.py")
+SERVED_CODE_MODULES = ("endpoint.py", "generation.py", "logprobs.py")
 
 
 def canonical(value: Any) -> bytes:

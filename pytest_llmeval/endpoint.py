@@ -52,6 +52,8 @@ from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from pytest_llmeval.logprobs import Alignment
+
 __all__ = [
     "Answer",
     "Endpoint",
@@ -121,7 +123,9 @@ class Request:
     """One completion to ask for."""
 
     model: str  # served model id
-    prompt: str  # chat=True: the user message content; chat=False: the raw prompt for /v1/completions
+    # chat=True: the user message content; chat=False: the raw prompt for /v1/completions (a tuple: token
+    # ids, which vLLM and llama.cpp's servers take as the prompt itself, tokenised by nobody)
+    prompt: str | tuple[int, ...]
     max_tokens: int
     chat: bool = True
     temperature: float = 0.0
@@ -130,6 +134,15 @@ class Request:
     # chat=True: the whole conversation (a system prompt, few-shot turns, then the user message `prompt`);
     # None: the user message alone.
     messages: tuple[dict[str, str], ...] | None = None
+    # /v1/completions only: the prompt echoed before the output, with each token's log-probability and this
+    # many alternatives (logprobs.py reads them); `prompt_logprobs` is vLLM's extension (token ids too).
+    echo: bool = False
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    # chat=True only: the last message (the assistant's) is continued, not answered, and nothing is generated
+    # after a new assistant turn (vLLM's continue_final_message): with prompt_logprobs, the log-likelihood of
+    # an answer under the server's own chat template.
+    continue_final: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +159,10 @@ class Answer:
     # nothing, as some servers do.
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # A completion's log-probabilities as sent (OpenAI's legacy shape: tokens, token_logprobs, top_logprobs,
+    # text_offset), and vLLM's prompt_logprobs; None where the server sent none.
+    logprobs: dict[str, Any] | None = None
+    prompt_logprobs: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,18 @@ class ServedModel:
     system_fingerprint: str | None
     accepts_seed: bool
     quantization: str | None  # only where the server says it (a /v1/models entry field); else None
+    server: str | None = None  # the server's software and version where it says (server_software)
+    listed: tuple[str, ...] | None = None  # the ids its /v1/models lists; None: it lists none
+    # Whether its prompt log-probabilities can be used (logprobs.check_alignment); None: not probed (a judge).
+    alignment: Alignment | None = None
+    prompt_logprobs: bool = False  # it takes vLLM's prompt_logprobs: token ids come back with the echo
+
+    @property
+    def loglikelihood_error(self) -> str | None:
+        """Why this model's log-likelihood rows are refused, as their skip reason; None: they are not."""
+        if self.alignment is None:
+            return "its prompt log-probabilities were not checked"
+        return self.alignment.reason
 
 
 # -- URLs and secrets --------------------------------------------------------------------------------------
@@ -264,6 +293,8 @@ class _Reply:
     url: str = ""  # redacted: where it came from
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    logprobs: dict[str, Any] | None = None
+    prompt_logprobs: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -307,6 +338,9 @@ def _extract(response: object, chat: bool) -> _Reply:
     if text is not None and not isinstance(text, str):
         raise _Malformed(f"the choice's text is a {type(text).__name__}")
     usage = getattr(response, "usage", None)
+    logprobs = None if chat else _as_dict(getattr(choice, "logprobs", None))
+    # vLLM puts prompt_logprobs on a completion's choice, and on a chat completion's response.
+    prompt_logprobs = getattr(choice, "prompt_logprobs", None) or getattr(response, "prompt_logprobs", None)
     return _Reply(
         text=text,
         model=_str_or_none(getattr(response, "model", None)),
@@ -314,7 +348,20 @@ def _extract(response: object, chat: bool) -> _Reply:
         finish_reason=_str_or_none(getattr(choice, "finish_reason", None)),
         prompt_tokens=_count_or_none(getattr(usage, "prompt_tokens", None)),
         completion_tokens=_count_or_none(getattr(usage, "completion_tokens", None)),
+        logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs if isinstance(prompt_logprobs, list) else None,
     )
+
+
+def _as_dict(value: object) -> dict[str, Any] | None:
+    """A response part as plain JSON: the openai package's model, or a dict where it left one."""
+    if isinstance(value, dict):
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        found = to_dict()
+        return found if isinstance(found, dict) else None
+    return None
 
 
 def _str_or_none(value: object) -> str | None:
@@ -409,30 +456,157 @@ class Endpoint:
 
     # -- probe -------------------------------------------------------------------------------------------
 
-    def probe(self, model_ids: Sequence[str], *, chat: bool = True) -> dict[str, ServedModel]:
+    def probe(
+        self, model_ids: Sequence[str], *, chat: bool = True, scored: Sequence[str] | None = None
+    ) -> dict[str, ServedModel]:
         """One tiny request per model id on each URL: what each serves, or `EndpointError` before any test.
+
+        Each id must be one the server serves: where its /v1/models lists ids, one of them (a server that
+        answers for any name, with whatever it loaded, stops the run here); where it lists none, the model its
+        answer reports must be the one asked for. The ids in `scored` (default: all) also have their prompt
+        log-probabilities checked (logprobs.check_alignment, two one-token requests): the finding is each
+        ServedModel's `alignment`, which decides whether its log-likelihood rows run.
 
         `chat=False` probes /v1/completions instead, for base models a server has no chat template for.
         """
-        served = _run_sync(lambda: self._probe_all(list(dict.fromkeys(model_ids)), chat))
+        ids = list(dict.fromkeys(model_ids))
+        checked = ids if scored is None else [m for m in ids if m in scored]
+        served = _run_sync(lambda: self._probe_all(ids, chat, checked))
         for model_id, model in served.items():
             self._accepts_seed[model_id] = model.accepts_seed
         return served
 
-    async def _probe_all(self, model_ids: list[str], chat: bool) -> dict[str, ServedModel]:
+    async def _probe_all(
+        self, model_ids: list[str], chat: bool, checked: list[str]
+    ) -> dict[str, ServedModel]:
         async with self._run() as run:
             listings = await asyncio.gather(*(self._list_models(target) for target in run.targets))
+            software = await asyncio.gather(*(self._software(target) for target in run.targets))
             pairs = [(u, model_id) for u in range(len(run.targets)) for model_id in model_ids]
             outcomes = await asyncio.gather(
                 *(self._probe_one(run, u, model_id, chat) for u, model_id in pairs)
             )
-        # Errors in URL order then model order, so the same misconfiguration always reads the same.
-        replies: dict[str, list[tuple[int, _Reply, bool]]] = {model_id: [] for model_id in model_ids}
-        for (u, model_id), (outcome, accepts_seed) in zip(pairs, outcomes, strict=True):
-            if isinstance(outcome, _Failure):
-                raise EndpointError(self._scrub(self._diagnose(u, model_id, outcome, listings[u])))
-            replies[model_id].append((u, outcome, accepts_seed))
-        return {model_id: self._served(model_id, found, listings) for model_id, found in replies.items()}
+            # Errors in URL order then model order, so the same misconfiguration always reads the same.
+            replies: dict[str, list[tuple[int, _Reply, bool]]] = {model_id: [] for model_id in model_ids}
+            for (u, model_id), (outcome, accepts_seed) in zip(pairs, outcomes, strict=True):
+                if isinstance(outcome, _Failure):
+                    raise EndpointError(self._scrub(self._diagnose(u, model_id, outcome, listings[u])))
+                replies[model_id].append((u, outcome, accepts_seed))
+            for u, listing in enumerate(listings):
+                if listing and any(_listed(m, listing) is None for m in model_ids):
+                    # A server that loads a model on its first request lists it only after the probe's.
+                    listings[u] = await self._list_models(run.targets[u])
+            for u, model_id in pairs:
+                self._check_identity(u, model_id, listings[u], replies[model_id])
+            scored = [(u, m) for u, m in pairs if m in checked]
+            found = await asyncio.gather(*(self._probe_logprobs(run, u, m, software[u]) for u, m in scored))
+        alignments: dict[str, list[tuple[Alignment, bool]]] = {}
+        for (_, model_id), result in zip(scored, found, strict=True):
+            alignments.setdefault(model_id, []).append(result)
+        return {
+            model_id: self._served(model_id, found_here, listings, software, alignments.get(model_id))
+            for model_id, found_here in replies.items()
+        }
+
+    def _check_identity(
+        self, url_index: int, model_id: str, listing: list[dict[str, Any]] | None, replies: list[Any]
+    ) -> None:
+        """EndpointError unless the server serves `model_id` itself: llama-cpp-python's server, asked for
+        any name, answers with the one model it loaded and echoes the name back, so an answer proves nothing;
+        the list of what it serves does. Where there is no list, the model its answer names must be the one
+        asked for (a dated snapshot of it too: `gpt-4o` answered as `gpt-4o-2024-08-06`)."""
+        where = f"endpoint {redact(self.settings.urls[url_index])} model {model_id!r}"
+        if listing:
+            if _listed(model_id, listing) is None:
+                ids = [str(entry.get("id")) for entry in listing]
+                close = difflib.get_close_matches(model_id, ids, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise EndpointError(
+                    self._scrub(
+                        f"{where}: not served there: the server answered, but its /v1/models lists only "
+                        f"{_some(ids)}, so another model would answer under this name; {hint}ask for an id "
+                        "it lists"
+                    )
+                )
+            return
+        for u, reply, _ in replies:
+            if u != url_index or reply.model is None:
+                continue
+            if not _same_model(model_id, reply.model):
+                raise EndpointError(
+                    self._scrub(
+                        f"{where}: the answer came from model {reply.model!r}, and the server lists no "
+                        "models to tell what it serves; ask for the id it answers as"
+                    )
+                )
+
+    async def _probe_logprobs(
+        self, run: _Run, url_index: int, model_id: str, software: str | None
+    ) -> tuple[Alignment, bool]:
+        """Whether a server's prompt log-probabilities for `model_id` can be used, and whether it takes
+        vLLM's prompt_logprobs: its greedy next token after logprobs.PROBE_PROMPT with that token's
+        log-probability, then the prompt and that token echoed with theirs (logprobs.check_alignment). Every
+        finding names the server and the URL, as the skip reason of the rows it refuses."""
+        from pytest_llmeval.logprobs import PROBE_PROMPT, Alignment, EchoError, check_alignment, parse_echo
+
+        who = f"{software or 'the server'} at {redact(self.settings.urls[url_index])}"
+
+        def refused(why: str) -> tuple[Alignment, bool]:
+            return Alignment(ok=False, reason=f"{who} {why}"), False
+
+        ask = Request(model=model_id, prompt=PROBE_PROMPT, max_tokens=1, chat=False, logprobs=5)
+        generated = await self._attempts(run, url_index, ask, False, _Progress(), pinned=True)
+        if isinstance(generated, _Failure):
+            return refused(f"answers no /v1/completions request with logprobs ({generated.cause})")
+        token, value = _generated_token(generated)
+        if token is None:
+            return refused("returns no log-probability for a generated token (logprobs is ignored)")
+        echo = Request(
+            model=model_id,
+            prompt=PROBE_PROMPT + token,
+            max_tokens=1,
+            chat=False,
+            echo=True,
+            logprobs=5,
+            prompt_logprobs=1,
+        )
+        echoed = await self._attempts(run, url_index, echo, False, _Progress(), pinned=True)
+        if isinstance(echoed, _Failure) and echoed.status in (400, 422):
+            # prompt_logprobs is vLLM's: a server that refuses unknown fields is asked without it.
+            echo = dataclasses.replace(echo, prompt_logprobs=None)
+            echoed = await self._attempts(run, url_index, echo, False, _Progress(), pinned=True)
+        if isinstance(echoed, _Failure):
+            return refused(f"answers no echo request with logprobs ({echoed.cause})")
+        try:
+            parsed = parse_echo(
+                echoed.logprobs, PROBE_PROMPT + token, echoed.completion_tokens, echoed.prompt_logprobs
+            )
+        except EchoError as exc:
+            return refused(f"returns no prompt log-probabilities: {exc}")
+        found = check_alignment(token, value, parsed, PROBE_PROMPT)
+        if not found.ok:
+            found = dataclasses.replace(found, reason=f"{who} {found.reason}")
+        return found, parsed.ids is not None
+
+    async def _software(self, target: _Target) -> str | None:
+        """The server's software and version where it says: llama.cpp's llama-server (/props build_info),
+        llama-cpp-python's (its OpenAPI title and version), vLLM (/version); None where none answers."""
+        root = _root(target.url)
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key != PLACEHOLDER_KEY else {}
+        timeout = min(self.settings.timeout_s, 10.0)
+        props = await asyncio.to_thread(_get_json, f"{root}/props", headers, timeout)
+        if isinstance(props, dict) and isinstance(props.get("build_info"), str):
+            return self._scrub(f"llama-server {props['build_info']}")
+        spec = await asyncio.to_thread(_get_json, f"{root}/openapi.json", headers, timeout)
+        info = spec.get("info") if isinstance(spec, dict) else None
+        if isinstance(info, dict) and "llama.cpp python" in str(info.get("title", "")).lower():
+            return self._scrub(f"llama-cpp-python {info.get('version')}")
+        version = await asyncio.to_thread(_get_json, f"{root}/version", headers, timeout)
+        if isinstance(version, dict) and isinstance(version.get("version"), str):
+            return self._scrub(f"vLLM {version['version']}")
+        if isinstance(info, dict) and "transformers" in str(info.get("title", "")).lower():
+            return self._scrub(f"transformers serve {info.get('version')}")
+        return None
 
     async def _probe_one(
         self, run: _Run, url_index: int, model_id: str, chat: bool
@@ -451,6 +625,8 @@ class Endpoint:
         model_id: str,
         replies: list[tuple[int, _Reply, bool]],
         listings: list[list[dict[str, Any]] | None],
+        software: list[str | None],
+        alignments: list[tuple[Alignment, bool]] | None,
     ) -> ServedModel:
         if len({reply.model for _, reply, _ in replies}) > 1:
             # Replicas must serve the same model, or the rows spread over them measure a mixture.
@@ -463,12 +639,21 @@ class Endpoint:
             )
         stated = (_quantization(listings[u], model_id) for u, _, _ in replies)
         first = replies[0][1]
+        listing = listings[replies[0][0]]
+        alignment = None
+        if alignments:
+            # Every URL must pass: a row may be sent to any of them.
+            alignment = next((a for a, _ in alignments if not a.ok), alignments[0][0])
         return ServedModel(
             id=model_id,
             reported_model=first.model,
             system_fingerprint=first.system_fingerprint,
             accepts_seed=all(accepts for _, _, accepts in replies),
             quantization=next((q for q in stated if q is not None), None),
+            server=software[replies[0][0]],
+            listed=tuple(str(entry.get("id")) for entry in listing) if listing else None,
+            alignment=alignment,
+            prompt_logprobs=alignments is not None and all(ids for _, ids in alignments),
         )
 
     async def _list_models(self, target: _Target) -> list[dict[str, Any]] | None:
@@ -542,6 +727,8 @@ class Endpoint:
             attempts=progress.attempts,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
+            logprobs=outcome.logprobs,
+            prompt_logprobs=outcome.prompt_logprobs,
         )
 
     # -- the retry loop, shared by probe() and complete() ------------------------------------------------
@@ -613,18 +800,30 @@ class Endpoint:
 
     async def _send(self, client: AsyncOpenAI, request: Request, send_seed: bool) -> object:
         extra: dict[str, Any] = {"seed": request.seed} if send_seed else {}
+        body: dict[str, Any] = {}
+        if request.prompt_logprobs is not None:
+            body["prompt_logprobs"] = request.prompt_logprobs
+        if request.continue_final:
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
+        if body:
+            extra["extra_body"] = body
         if request.chat:
             return await client.chat.completions.create(
                 model=request.model,
-                messages=list(request.messages or ({"role": "user", "content": request.prompt},)),  # type: ignore[arg-type]
+                messages=list(request.messages or ({"role": "user", "content": str(request.prompt)},)),  # type: ignore[arg-type]
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
                 top_p=request.top_p,
                 **extra,
             )
+        if request.echo:
+            extra["echo"] = True
+        if request.logprobs is not None:
+            extra["logprobs"] = request.logprobs
+        prompt = list(request.prompt) if isinstance(request.prompt, tuple) else request.prompt
         return await client.completions.create(
             model=request.model,
-            prompt=request.prompt,
+            prompt=prompt,
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             top_p=request.top_p,
@@ -720,6 +919,63 @@ class Endpoint:
 
     def _scrub_some(self, text: str | None) -> str | None:
         return None if text is None else self._scrub(text)
+
+
+def _generated_token(reply: _Reply) -> tuple[str | None, float | None]:
+    """The token a one-token completion generated and its log-probability, from its logprobs."""
+    found = reply.logprobs or {}
+    tokens, values = found.get("tokens"), found.get("token_logprobs")
+    if (
+        not isinstance(tokens, list)
+        or not isinstance(values, list)
+        or not tokens
+        or len(values) != len(tokens)
+    ):
+        return None, None
+    value = values[-1]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return str(tokens[-1]), None
+    return str(tokens[-1]), float(value)
+
+
+def _listed(model_id: str, listing: list[dict[str, Any]]) -> str | None:
+    """The listed id `model_id` names: itself, or Ollama's `name:latest` for `name`; None: not listed."""
+    ids = {str(entry.get("id")) for entry in listing}
+    for candidate in (model_id, f"{model_id}:latest"):
+        if candidate in ids:
+            return candidate
+    return None
+
+
+def _same_model(asked: str, reported: str) -> bool:
+    """Whether an answer's model names the one asked for: the same id, a dated snapshot of it, or a path
+    ending in it (servers that name a model by its file)."""
+    return (
+        reported == asked
+        or reported.startswith(f"{asked}-")
+        or reported.rstrip("/").endswith(f"/{asked}")
+        or asked.rstrip("/").endswith(f"/{reported}")
+    )
+
+
+def _root(url: str) -> str:
+    """The server's root from a /v1 base URL (its own endpoints, /props or /version, live there)."""
+    base, _ = _split_query(url)
+    base = base.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _get_json(url: str, headers: Mapping[str, str], timeout: float) -> object:
+    """A GET's JSON body, or None whatever went wrong (these are only ever hints about the server)."""
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(url, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=_default_ssl_context()) as response:
+            return json.loads(response.read(1_000_000))
+    except Exception:
+        return None
 
 
 def _tried(failure: _Failure) -> str:

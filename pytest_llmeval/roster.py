@@ -1,9 +1,10 @@
 """Who a run evaluates: the base model and, beside it, every other column of the same rows.
 
 A column is an adapter on the base weights (`--adapter`, repeatable), another full model
-(`--llmeval-model NAME=PATH`: a full fine-tune, another base), or the reference (`--llmeval-reference NAME`:
-one of those models marked as the upper bound, reported everywhere, never gated). Each column's name is the
-key of its side in every row record (records.RowRecord `models`).
+(`--llmeval-model NAME=PATH`: a full fine-tune, another base; `NAME=ID@URL`: a model served at an
+OpenAI-compatible URL, beside the columns evaluated in this process), or the reference
+(`--llmeval-reference NAME`: one of those models marked as the upper bound, reported everywhere, never
+gated). Each column's name is the key of its side in every row record (records.RowRecord `models`).
 
 Pure: no pytest, no torch. settings.py builds the roster from the options; the evaluator, the gate items and
 results.py read it.
@@ -36,6 +37,7 @@ class Member:
     gated: bool  # its gates compare it with the base: every adapter, and models named by --llmeval-gate-model
     domain_globs: tuple[str, ...] = ()  # the benchmark files of its domain (in-domain: better_than_base)
     path: Path | None = None  # the adapter folder (an adapter's domain also covers the files under it)
+    url: str | None = None  # `NAME=ID@URL`: the /v1 URL serving model id `source`; None: not served apart
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,11 @@ class Roster:
     @property
     def reference(self) -> Member | None:
         return next((m for m in self.members if m.kind == "reference"), None)
+
+    @property
+    def served_apart(self) -> tuple[Member, ...]:
+        """The columns served at their own URL (`--llmeval-model=NAME=ID@URL`)."""
+        return tuple(m for m in self.members if m.url is not None)
 
     @property
     def several(self) -> bool:
@@ -116,8 +123,18 @@ def parse_model_option(value: str) -> tuple[str, str]:
     name, sep, source = value.partition("=")
     name, source = name.strip(), source.strip()
     if not sep or not name or not source:
-        raise RosterError(f"--llmeval-model: expected NAME=PATH_OR_ID, got {value!r}")
+        raise RosterError(f"--llmeval-model: expected NAME=PATH_OR_ID or NAME=ID@URL, got {value!r}")
     return name, source
+
+
+def served_at(source: str) -> tuple[str, str | None]:
+    """(model id, URL) of a source written `ID@URL` (a model served apart); (source, None) otherwise. The
+    URL is the part from the first `@http://` or `@https://` on, so it may carry credentials of its own."""
+    for scheme in ("@http://", "@https://"):
+        model_id, sep, rest = source.partition(scheme)
+        if sep and model_id:
+            return model_id, scheme[1:] + rest
+    return source, None
 
 
 def served_sides(ids: Sequence[str]) -> dict[str, str]:
@@ -211,5 +228,6 @@ def build_roster(
             globs += plain
             first_gated_model = False
         kind = "reference" if name == reference else "model"
-        members.append(Member(name, name, kind, source, gated, tuple(globs)))
+        model_id, url = served_at(source)
+        members.append(Member(name, name, kind, model_id, gated, tuple(globs), url=url))
     return Roster(tuple(members))

@@ -102,6 +102,9 @@ class RunOptions:
     adjust: str = "holm"  # --llmeval-adjust: how a run's family of p-values is adjusted (holm | none)
     # --llmeval-endpoint: every column (and the judge) is a model id served at these URLs; no weights here.
     endpoint: EndpointSettings | None = None
+    # `--llmeval-model=NAME=ID@URL`: each such column's servers (the client settings of --llmeval-endpoint's
+    # options); beside columns evaluated in this process, or beside --llmeval-endpoint's.
+    served_apart: dict[str, EndpointSettings] = field(default_factory=dict)
     quantization: str | None = None  # --llmeval-quantization: the served weights' format, when no server says
     # --llmeval-reasoning-tags: a leading reasoning block is cut off before scoring; None (--llmeval-keep-
     # reasoning): outputs are scored whole.

@@ -215,14 +215,17 @@ class Settings:
             roster=roster,
             adjust=opt.llmeval_adjust,
             endpoint=endpoint,
-            quantization=opt.llmeval_quantization,
+            served_apart={m.side: _client_settings(opt, (str(m.url),)) for m in roster.served_apart},
+            quantization=_quantization(opt.llmeval_quantization),
             reasoning_tags=None if opt.llmeval_keep_reasoning else opt.llmeval_reasoning_tags,
             max_tokens=opt.llmeval_max_tokens,
             max_cost=opt.llmeval_max_cost,
             workers=int(getattr(config, "workerinput", {}).get("workercount", 1)),
             prices=_prices(
                 config,
-                [str(opt.base_model), *(m.source for m in roster.members)] if endpoint is not None else [],
+                [str(opt.base_model), *(m.source for m in roster.members)]
+                if endpoint is not None
+                else [m.source for m in roster.served_apart],
             ),
             prompt=_prompt_of(config, roster),
         )
@@ -444,16 +447,45 @@ def _endpoint_settings(config: pytest.Config) -> EndpointSettings | None:
             "llmeval: --llmeval-endpoint: name the served base model with --base-model MODEL_ID (an id its "
             "/v1/models lists)"
         )
+    return _client_settings(opt, tuple(opt.llmeval_endpoint))
+
+
+def _quantization(value: str | None) -> str | None:
+    """--llmeval-quantization: a text as given, or a .gguf file's own statement of its format."""
+    if value is None or not value.endswith(".gguf"):
+        return value
+    from pytest_llmeval.gguf_header import GGUFError, quantization
+
+    path = Path(value)
+    if not path.is_file():
+        raise pytest.UsageError(f"llmeval: --llmeval-quantization={value}: no such file")
+    try:
+        found = quantization(path)
+    except (GGUFError, OSError) as exc:
+        raise pytest.UsageError(f"llmeval: --llmeval-quantization={value}: {exc}") from None
+    if found is None:
+        raise pytest.UsageError(
+            f"llmeval: --llmeval-quantization={value}: the file states no general.file_type; give the format "
+            "as text"
+        )
+    return f"GGUF {found}"
+
+
+def _client_settings(opt: Any, urls: tuple[str, ...]) -> EndpointSettings:
+    """The client's settings for servers at `urls` (--llmeval-concurrency, the timeouts, the retries)."""
     from pytest_llmeval.endpoint import EndpointSettings
 
-    return EndpointSettings(
-        urls=tuple(opt.llmeval_endpoint),
-        api_key_env=opt.llmeval_api_key_env,
-        concurrency=opt.llmeval_concurrency,
-        timeout_s=opt.llmeval_request_timeout,
-        deadline_s=opt.llmeval_deadline,
-        max_retries=opt.llmeval_retries,
-    )
+    try:
+        return EndpointSettings(
+            urls=urls,
+            api_key_env=opt.llmeval_api_key_env,
+            concurrency=opt.llmeval_concurrency,
+            timeout_s=opt.llmeval_request_timeout,
+            deadline_s=opt.llmeval_deadline,
+            max_retries=opt.llmeval_retries,
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"llmeval: {exc}") from None
 
 
 def _adapter_folders(values: Sequence[Path]) -> list[Path]:

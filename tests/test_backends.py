@@ -24,12 +24,10 @@ def test_what_each_source_cannot_produce() -> None:
         "local": [],
         # Saved text scores a multiple-choice row by the option it names; nothing here judges or measures it.
         "saved": ["llm_judge", "perplexity"],
-        "served": ["multiple_choice", "perplexity"],
+        # Served log-likelihood rows run where the probe found the server's log-probabilities usable: that
+        # is decided per server (ServedBackend.unavailable, tests/test_served_loglikelihood.py), not here.
+        "served": [],
     }
-    assert unavailable("served", "perplexity", "perplexity") == (
-        "perplexity rows need the model's log-likelihood of given text, which an OpenAI-compatible endpoint "
-        "does not return (--llmeval-endpoint): run them on the model's folder"
-    )
     assert unavailable("saved", "judge", "llm_judge") == (
         "llm_judge rows are graded by a judge model, and --llmeval-predictions loads none"
     )

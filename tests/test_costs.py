@@ -310,7 +310,8 @@ def test_a_cost_cap_stops_served_rows(pytester: pytest.Pytester, server: FaultSe
         doc["complete"] is False
         and "--llmeval-max-cost 0.05 reached: $0.0600 spent" in doc["incomplete_reason"]
     )
-    assert len(server.posts()) - 2 == 4  # the probe's two requests, then two rows for each column
+    # The probe's four requests (each model's, and the check of its log-probabilities), then two rows each.
+    assert len(server.posts()) - 4 == 4
 
 
 def test_a_server_that_reports_no_usage(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

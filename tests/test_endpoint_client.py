@@ -8,6 +8,7 @@ the client does with real status codes, headers, cut bodies, dropped sockets and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import re
 import subprocess
@@ -380,14 +381,23 @@ def test_a_query_in_the_url_reaches_the_server_and_is_redacted(server: FaultServ
 def test_probe_reports_what_is_served_and_unlocks_seeds() -> None:
     with FaultServer(models=("tiny", "other"), quantization="Q4_K_M") as server:
         endpoint = Endpoint(fast(server.url))
-        served = endpoint.probe(["tiny", "other"])
-        assert served == {
+        served = endpoint.probe(["tiny", "other"], scored=["tiny"])
+        # The probe's check of prompt log-probabilities, on the scored ids only: this server sends none.
+        alignment = served["tiny"].alignment
+        assert alignment is not None and not alignment.ok
+        assert alignment.reason == (
+            f"the server at {server.url} returns no log-probability for a generated token "
+            "(logprobs is ignored)"
+        )
+        assert served["other"].alignment is None
+        assert {model: dataclasses.replace(found, alignment=None) for model, found in served.items()} == {
             model: ServedModel(
                 id=model,
                 reported_model=f"served/{model}",
                 system_fingerprint="fp_fault_server",
                 accepts_seed=True,
                 quantization="Q4_K_M",
+                listed=("tiny", "other"),
             )
             for model in ("tiny", "other")
         }
@@ -404,7 +414,8 @@ def test_probe_asks_every_url_and_is_retried_like_any_request(
     second.fail("Hi", status(503), drop())
     served = Endpoint(fast(server.url, second.url)).probe(["tiny"])
     assert served["tiny"].reported_model == "served/tiny"
-    assert len(server.posts()) == 1 and len(second.posts()) == 3
+    # One probe request each (the second retried twice), then the check of its log-probabilities on each.
+    assert len(server.posts()) == 2 and len(second.posts()) == 4
     assert served["tiny"].quantization is None  # these servers do not say
 
 

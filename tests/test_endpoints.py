@@ -18,6 +18,8 @@ import pytest
 from fault_server import FaultServer, dead_url, status
 from helpers import jsonl, row
 
+from pytest_llmeval.logprobs import PROBE_PROMPT
+
 pytest_plugins = ["pytester"]
 
 KEY = "sk-sentinel-0123456789abcdef"  # the API key; must appear nowhere the plugin writes or prints
@@ -177,7 +179,14 @@ def test_log_likelihood_rows_skip_with_the_reason(pytester: pytest.Pytester, ser
     pytester.makefile(".jsonl", bench=jsonl(rows()[:2] + measured))
     result = pytester.runpytest(*served_args(server, "--llmeval-no-cache"), "-rs", "bench.jsonl")
     result.assert_outcomes(passed=2, skipped=2)
-    result.stdout.fnmatch_lines(["*perplexity rows need the model's log-likelihood*endpoint*"])
+    # The probe's own finding on this server (it sends no logprobs), naming the column, its id and the URL.
+    result.stdout.fnmatch_lines(
+        [
+            "*bench.jsonl:3: perplexity rows need the log-likelihoods of base (base-id): the server at "
+            "http://127.0.0.1:*/v1 returns no log-probability for a generated token (logprobs is ignored)",
+            "*bench.jsonl:4: multiple_choice rows need the log-likelihoods of base*",
+        ]
+    )
 
 
 def test_served_outputs_are_cached(pytester: pytest.Pytester, server: FaultServer) -> None:
@@ -253,7 +262,8 @@ def test_llm_fixture_is_the_served_model(pytester: pytest.Pytester, server: Faul
     )
     result = pytester.runpytest(*served_args(server))
     result.assert_outcomes(passed=1)
-    raw = [p for p in server.posts() if p.path == "/v1/completions"]
+    # Beside the probe's check of each column's log-probabilities (logprobs.PROBE_PROMPT), the one raw call.
+    raw = [p for p in server.posts() if p.path == "/v1/completions" and p.body["prompt"] != PROBE_PROMPT]
     assert [(p.body["model"], p.body["prompt"]) for p in raw] == [("base-id", "xyz")]
 
 

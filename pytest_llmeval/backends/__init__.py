@@ -20,19 +20,16 @@ Capability = Literal["generate", "loglikelihood", "rolling"]
 # option its saved text names. A measure missing from a source's entry is a row it skips.
 PRODUCTION: dict[Source, dict[str | None, Capability]] = {
     "local": {None: "generate", "judge": "generate", "choices": "loglikelihood", "perplexity": "rolling"},
-    "served": {None: "generate", "judge": "generate"},
+    # Served log-likelihood rows run where the probe found the server's log-probabilities usable; where not,
+    # ServedBackend.unavailable skips them with the probe's finding.
+    "served": {None: "generate", "judge": "generate", "choices": "loglikelihood", "perplexity": "rolling"},
     "saved": {None: "generate", "choices": "generate"},
 }
 
 _WHY: dict[tuple[Source, str | None], str] = {
     ("saved", "judge"): "are graded by a judge model, and --llmeval-predictions loads none",
     ("saved", "perplexity"): "measure the model itself, and --llmeval-predictions loads none",
-    ("served", "choices"): (
-        "need the model's log-likelihood of given text, which an OpenAI-compatible endpoint does not "
-        "return (--llmeval-endpoint): run them on the model's folder"
-    ),
 }
-_WHY[("served", "perplexity")] = _WHY[("served", "choices")]
 
 
 def unavailable(source: Source, measure: str | None, kind: str) -> str | None:

@@ -110,6 +110,15 @@ class Backend(Protocol):
     metered: bool  # its work is time and tokens spent: costs and the budget count it
     shapes_output: bool  # outputs are trimmed as generation trims (False: saved text is scored as saved)
 
+    def production(self, measure: str | None) -> Capability | None:
+        """How a row whose scorer measures `measure` is produced (backends.production); None: it is not."""
+        ...
+
+    def unavailable(self, measure: str | None, kind: str) -> str | None:
+        """Why rows of evaluation type `kind` (its scorer's `measure`) are skipped here, as their skip
+        reason; None: they run (backends.unavailable, and a probe's finding on a server's logprobs)."""
+        ...
+
     def groups(self, columns: Sequence[str], same_prompt: Callable[[str, str], bool]) -> list[list[str]]:
         """The columns in the order they are produced, grouped where one prompt serves several: same
         prompt settings and the same tokenizer. A group is prompted once and measured in one call."""

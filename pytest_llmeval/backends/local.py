@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.backends import Source, capabilities
+from pytest_llmeval.backends import Capability, Source, capabilities, production, unavailable
 from pytest_llmeval.backends.base import (
     BackendError,
     Columns,
@@ -226,6 +226,12 @@ class LocalBackend:
     capabilities = capabilities("local")
     metered = True
     shapes_output = True
+
+    def production(self, measure: str | None) -> Capability | None:
+        return production(self.source, measure)
+
+    def unavailable(self, measure: str | None, kind: str) -> str | None:
+        return unavailable(self.source, measure, kind)
 
     def __init__(
         self, options: RunOptions, roster: Roster, columns: Sequence[str], shelf: ModelShelf

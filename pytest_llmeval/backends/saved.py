@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.backends import Source, capabilities
+from pytest_llmeval.backends import Capability, Source, capabilities, production, unavailable
 from pytest_llmeval.backends.base import (
     BackendError,
     Columns,
@@ -49,6 +49,12 @@ class SavedBackend:
     capabilities = capabilities("saved")
     metered = False  # nothing is spent: the outputs were made and paid for elsewhere
     shapes_output = False  # a saved text is scored as it was saved
+
+    def production(self, measure: str | None) -> Capability | None:
+        return production(self.source, measure)
+
+    def unavailable(self, measure: str | None, kind: str) -> str | None:
+        return unavailable(self.source, measure, kind)
 
     def __init__(
         self, path: Path, rows: Mapping[str, RowRef], benchmarks: Mapping[str, Benchmark], max_new_tokens: int

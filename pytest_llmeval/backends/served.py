@@ -1,16 +1,24 @@
-"""Columns served at --llmeval-endpoint: each column (and the judge) is a model id behind OpenAI-compatible
-servers, reached through endpoint.py's client; no weights here. Generation only (base.Backend): the servers
-return no log-likelihood of given text, so multiple-choice and perplexity rows are skipped
-(backends.PRODUCTION).
+"""Columns served by OpenAI-compatible servers: each column (and the judge) is a model id at
+--llmeval-endpoint, or at its own URL (`--llmeval-model=NAME=ID@URL`, beside columns evaluated in this
+process: backends/mixed.py), reached through endpoint.py's client; no weights here.
+
+Generated rows go to /v1/chat/completions (or /v1/completions for a raw prompt). Log-likelihood rows read the
+server's log-probabilities of given text (logprobs.py): a perplexity row's text echoed through
+/v1/completions, a multiple-choice row's options each continued as the assistant's answer under the server's
+own chat template (vLLM's continue_final_message with prompt_logprobs), or after the raw prompt through
+/v1/completions for a completion-style row. They run only on a server whose log-probabilities passed the
+probe's check (endpoint.Endpoint.probe); elsewhere they are skipped with the probe's finding, which names the
+server's defect.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.backends import Source, capabilities
+from pytest_llmeval.backends import Capability, Source, capabilities, production, unavailable
 from pytest_llmeval.backends.base import (
     BackendError,
     Columns,
@@ -29,7 +37,8 @@ if TYPE_CHECKING:
     from pytest_llmeval.benchmark import Case
     from pytest_llmeval.cache import FileIndex, ModelIdentity
     from pytest_llmeval.costs import Price
-    from pytest_llmeval.endpoint import Endpoint, ServedModel
+    from pytest_llmeval.endpoint import Endpoint, EndpointSettings, ServedModel
+    from pytest_llmeval.logprobs import Echoed
     from pytest_llmeval.run_options import RunOptions
 
 
@@ -63,9 +72,9 @@ class ServedLLM:
         from pytest_llmeval.endpoint import Request
 
         model_id = self.backend.model_id(self.column)
-        seed = served_seed(self.backend.served_models()[model_id])
+        seed = served_seed(self.backend.served_model(self.column))
         limit = max_new_tokens or self.max_new_tokens
-        answers = self.backend.endpoint().complete(
+        answers = self.backend.endpoint(self.column).complete(
             [Request(model=model_id, prompt=p, max_tokens=limit, chat=chat, seed=seed) for p in prompts]
         )
         failed = [a.error for a in answers if a.text is None]
@@ -82,8 +91,20 @@ class ServedLLM:
         )
 
 
+@dataclass
+class _Place:
+    """The columns served at one set of URLs, and what the probe found there (once per process)."""
+
+    settings: EndpointSettings
+    columns: list[str]
+    endpoint: Endpoint | None = None
+    models: dict[str, ServedModel] | None = None  # served model id -> what the probe found
+    error: str | None = None  # the probe failed: every row that needs these servers fails
+    at: str | None = None  # when the probe ran (UTC, ISO 8601): the models' date
+
+
 class ServedBackend:
-    """Every column a model id at --llmeval-endpoint (base.Backend)."""
+    """Every column a model id at an OpenAI-compatible URL (base.Backend)."""
 
     source: Source = "served"
     kind = "endpoint"  # results.json's `backend`
@@ -91,14 +112,32 @@ class ServedBackend:
     metered = True
     shapes_output = True
 
-    def __init__(self, options: RunOptions, roster: Roster, columns: Sequence[str]) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        roster: Roster,
+        columns: Sequence[str],
+        urls: Mapping[str, EndpointSettings] | None = None,
+    ) -> None:
+        """`urls`: each column's servers (columns served beside local ones); default --llmeval-endpoint's."""
         self.options = options
         self.roster = roster
         self.columns = list(columns)
-        self._endpoint: Endpoint | None = None
-        self._served: dict[str, ServedModel] | None = None  # served model id -> what the probe found
-        self._served_error: str | None = None  # the probe failed: every row that needs the endpoint fails
-        self._served_at: str | None = None  # when the probe ran (UTC, ISO 8601): the models' date
+        places: dict[EndpointSettings, _Place] = {}
+        for column in self.columns:
+            settings = urls[column] if urls is not None else options.endpoint
+            assert settings is not None
+            places.setdefault(settings, _Place(settings, [])).columns.append(column)
+        self._places = list(places.values())
+        # The judge is served too in a run at --llmeval-endpoint (its own id, else the base's).
+        self._judged = options.endpoint is not None
+
+    def first_settings(self) -> EndpointSettings:
+        """The client settings of the first servers (every place shares the options' knobs)."""
+        return self._places[0].settings
+
+    def _place(self, column: str) -> _Place:
+        return next(p for p in self._places if column in p.columns)
 
     def model_id(self, column: str) -> str:
         """The model id a column's requests name: --base-model for the base, else the column's source."""
@@ -109,47 +148,88 @@ class ServedBackend:
     def model_ids(self) -> list[str]:
         """Every model id the run sends requests to, each once: the columns', then the judge's."""
         ids = [self.model_id(c) for c in self.columns]
-        if self.options.judge_model is not None:
+        if self._judged and self.options.judge_model is not None:
             ids.append(self.options.judge_model)
         return list(dict.fromkeys(ids))
 
-    def endpoint(self) -> Endpoint:
-        """The endpoint.Endpoint of --llmeval-endpoint, built once."""
-        if self._endpoint is None:
+    def endpoint(self, column: str = BASE) -> Endpoint:
+        """The endpoint.Endpoint serving a column (default: the base's, --llmeval-endpoint), built once."""
+        place = self._place(column) if column in self.columns else self._places[0]
+        if place.endpoint is None:
             from pytest_llmeval.endpoint import Endpoint
 
-            assert self.options.endpoint is not None
-            self._endpoint = Endpoint(self.options.endpoint)
-        return self._endpoint
+            place.endpoint = Endpoint(place.settings)
+        return place.endpoint
 
-    def served_models(self) -> dict[str, ServedModel]:
-        """What the servers say of each model id (one tiny request each, once per process): an unreachable
-        URL or an unknown id raises EndpointError, and is remembered for every later row."""
+    def probe(self) -> None:
+        """Every URL probed (endpoint.Endpoint.probe): an unreachable URL, an id a server does not serve,
+        raises EndpointError, and is remembered for every later row."""
+        for place in self._places:
+            self._probe(place)
+
+    def _probe(self, place: _Place) -> dict[str, ServedModel]:
         from pytest_llmeval.endpoint import EndpointError
 
-        if self._served_error is not None:
-            raise EndpointError(self._served_error)
-        if self._served is None:
+        if place.error is not None:
+            raise EndpointError(place.error)
+        if place.models is None:
             import datetime
 
+            scored = [self.model_id(c) for c in place.columns]
+            ids = list(scored)
+            if self._judged and self.options.judge_model is not None and BASE in place.columns:
+                ids.append(self.options.judge_model)
             try:
-                self._served = self.endpoint().probe(self.model_ids())
+                place.models = self.endpoint(place.columns[0]).probe(ids, scored=scored)
             except EndpointError as exc:
-                self._served_error = str(exc)
+                place.error = str(exc)
                 raise
-            self._served_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        return self._served
+            place.at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        return place.models
 
-    def _probed(self) -> dict[str, ServedModel]:
+    def served_model(self, column: str) -> ServedModel:
+        """What the probe found of a column's model (EndpointError: the probe failed)."""
+        return self._probe(self._place(column))[self.model_id(column)]
+
+    def _probed(self, column: str) -> ServedModel:
         from pytest_llmeval.endpoint import EndpointError
 
         try:
-            return self.served_models()
+            return self.served_model(column)
         except EndpointError as exc:
             raise BackendError(str(exc)) from None
 
     def quantization(self, served: ServedModel) -> str | None:
         return served.quantization or self.options.quantization
+
+    # --- what it can produce -----------------------------------------------------------------------------
+
+    def production(self, measure: str | None) -> Capability | None:
+        """How a row whose scorer measures `measure` is produced here (backends.production)."""
+        return production(self.source, measure)
+
+    def unavailable(self, measure: str | None, kind: str) -> str | None:
+        """Why rows of evaluation type `kind` are skipped here; None: they run. Log-likelihood rows run
+        only where every column's server passed the probe's check of its prompt log-probabilities."""
+        static = unavailable(self.source, measure, kind)
+        if static is not None or measure not in ("choices", "perplexity"):
+            return static
+        from pytest_llmeval.endpoint import EndpointError
+
+        for column in self.columns:
+            try:
+                served = self.served_model(column)
+            except EndpointError as exc:
+                return str(exc)
+            reason = served.loglikelihood_error
+            if reason is None and measure == "choices" and not served.prompt_logprobs:
+                reason = (
+                    f"{served.server or 'the server'} does not return vLLM's prompt_logprobs, which scoring "
+                    "an option under the server's own chat template needs"
+                )
+            if reason is not None:
+                return f"{kind} rows need the log-likelihoods of {column} ({self.model_id(column)}): {reason}"
+        return None
 
     # --- the protocol ------------------------------------------------------------------------------------
 
@@ -205,8 +285,8 @@ class ServedBackend:
         from pytest_llmeval.endpoint import Request
 
         model_id = self.model_id(column)
-        seed = served_seed(self._probed()[model_id])
-        answers = self.endpoint().complete(
+        seed = served_seed(self._probed(column))
+        answers = self.endpoint(column).complete(
             [
                 Request(
                     model=model_id,
@@ -231,9 +311,200 @@ class ServedBackend:
         ]
 
     def loglikelihood(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
-        raise BackendError("an OpenAI-compatible endpoint returns no log-likelihood of given text")
+        """Each option's NLL after its row's prompt, read off the server's own tokens: a chat row's option
+        continued as the assistant's answer under the server's template (prompt_logprobs), a raw prompt's
+        option echoed after it through /v1/completions. One request per option, all in flight together."""
+        from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.scorers.multiple_choice import expected_index
 
-    loglikelihood_rolling = loglikelihood
+        column = columns[0]
+        model_id = self.model_id(column)
+        self._usable(column)
+        asked: list[tuple[int, str, Request]] = []  # (request index, option, its request)
+        for i, r in enumerate(requests):
+            prompted = r.prompted
+            assert prompted is not None
+            for option in r.row.case.evaluation_config["choices"]:
+                if prompted.chat:
+                    user = ({"role": "user", "content": prompted.prompt},)
+                    messages = (*(prompted.messages or user), {"role": "assistant", "content": option})
+                    request = Request(
+                        model=model_id,
+                        prompt=prompted.prompt,
+                        max_tokens=1,
+                        chat=True,
+                        messages=messages,
+                        continue_final=True,
+                        prompt_logprobs=0,
+                    )
+                else:
+                    request = Request(
+                        model=model_id,
+                        prompt=prompted.prompt + option,
+                        max_tokens=1,
+                        chat=False,
+                        echo=True,
+                        logprobs=0,
+                    )
+                asked.append((i, option, request))
+        answers = self.endpoint(column).complete([request for _, _, request in asked])
+        choices: list[list[dict[str, Any]]] = [[] for _ in requests]
+        errors: dict[int, str] = {}
+        for (i, option, request), answer in zip(asked, answers, strict=True):
+            if i in errors:
+                continue
+            try:
+                nll, tokens = _option_nll(request, option, answer)
+            except ValueError as exc:
+                errors[i] = f"{column} ({model_id}) at the endpoint: option {option!r}: {exc}"
+                continue
+            choices[i].append({"text": option, "nll": nll, "n_tokens": tokens, "n_chars": len(option)})
+        results = [
+            Result(error=errors[i])
+            if i in errors
+            else Result(
+                value={
+                    "choices": choices[i],
+                    "expected_index": expected_index(
+                        r.row.case.expected_output, r.row.case.evaluation_config
+                    ),
+                },
+                tokens=(None, None),
+            )
+            for i, r in enumerate(requests)
+        ]
+        return {column: results}
+
+    def loglikelihood_rolling(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
+        """The perplexity of each row's text from the server's log-probabilities of it echoed through
+        /v1/completions. A text longer than the row's window (max_length, stride) is scored window by window
+        as in this process (perplexity._windows), each window sent as the server's own token ids."""
+        from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.scorers import perplexity as ppl_scorer
+
+        column = columns[0]
+        model_id = self.model_id(column)
+        served = self._usable(column)
+        texts = [
+            str(getattr(r.row.case, ppl_scorer.text_field(r.row.case.evaluation_config))) for r in requests
+        ]
+        whole = [
+            Request(
+                model=model_id,
+                prompt=text,
+                max_tokens=1,
+                chat=False,
+                echo=True,
+                logprobs=0,
+                prompt_logprobs=0 if served.prompt_logprobs else None,
+            )
+            for text in texts
+        ]
+        answers = self.endpoint(column).complete(whole)
+        results: list[Result] = []
+        for r, text, answer in zip(requests, texts, answers, strict=True):
+            max_length, stride = ppl_scorer.window(r.row.case.evaluation_config)
+            try:
+                value = self._rolling(column, text, answer, max_length, stride)
+            except ValueError as exc:
+                results.append(Result(error=f"{column} ({model_id}) at the endpoint: {exc}"))
+                continue
+            results.append(Result(value=value, tokens=(None, None)))
+        return {column: results}
+
+    def _usable(self, column: str) -> ServedModel:
+        """The column's model, whose log-probabilities the probe found usable (rows were skipped otherwise:
+        BackendError, should one get here)."""
+        served = self._probed(column)
+        if served.loglikelihood_error is not None:
+            raise BackendError(served.loglikelihood_error)
+        return served
+
+    def _rolling(
+        self, column: str, text: str, answer: Any, max_length: int | None, stride: int | None
+    ) -> dict[str, Any]:
+        """One text's perplexity measurement (the keys measures.text_perplexities gives in process)."""
+        import math
+
+        from pytest_llmeval.logprobs import EchoError, parse_echo, rolling_nll
+        from pytest_llmeval.perplexity import LN2
+
+        if answer.error is not None and answer.logprobs is None:
+            raise EchoError(answer.error)
+        echoed = parse_echo(answer.logprobs, text, answer.completion_tokens, answer.prompt_logprobs)
+        if max_length is not None and len(echoed) > max_length:
+            nll, scored, first = self._windows(column, echoed, max_length, stride)
+        else:
+            nll, scored, first = rolling_nll(echoed)
+        n_bytes = len(text.encode("utf-8"))
+        return {
+            "perplexity": math.exp(nll / scored),
+            "cross_entropy": nll / scored,
+            "nll": nll,
+            "n_tokens": scored,
+            "n_chars": len(text),
+            "n_bytes": n_bytes,
+            "bits_per_character": nll / LN2 / len(text),
+            "bits_per_byte": nll / LN2 / n_bytes,
+            "scripts": None,
+            "max_length": max_length if max_length is not None else len(echoed),
+            "stride": stride if stride is not None else (max_length or len(echoed)),
+            "first_token": "scored after the server's BOS"
+            if first
+            else "not scored (the server adds no BOS)",
+        }
+
+    def _windows(
+        self, column: str, echoed: Echoed, max_length: int, stride: int | None
+    ) -> tuple[float, int, bool]:
+        """A long text scored window by window as in this process (perplexity._windows: each window scores
+        the tokens after the previous one's end, given the window's earlier tokens). The first window is read
+        off the whole text's echo (the same tokens before each); each later one is sent as the server's own
+        token ids, which no server tokenises again."""
+        from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.logprobs import EchoError, parse_echo, window_nll
+        from pytest_llmeval.perplexity import _windows
+
+        step = stride if stride is not None else max(1, max_length // 2)
+        windows = _windows(0, len(echoed), max_length, step)
+        later = [w for w in windows if w.begin > 0]
+        ids = echoed.ids
+        if later and (ids is None or any(i is None for i in ids[1:])):
+            raise EchoError(
+                f"the text has {len(echoed)} tokens, more than its max_length {max_length}, and the server "
+                "returns no token ids (vLLM's prompt_logprobs) to cut it into windows of its own tokens"
+            )
+        model_id = self.model_id(column)
+        answers = self.endpoint(column).complete(
+            [
+                Request(
+                    model=model_id,
+                    prompt=tuple(int(i) for i in (ids or ())[w.begin : w.end] if i is not None),
+                    max_tokens=1,
+                    chat=False,
+                    echo=True,
+                    logprobs=0,
+                )
+                for w in later
+            ]
+        )
+        total, scored = 0.0, 0
+        for window in windows:
+            if window.begin == 0:
+                nll, count = window_nll(echoed.head(window.end), window.first_scored)
+            else:
+                answer = answers[later.index(window)]
+                if answer.logprobs is None:
+                    raise EchoError(f"a window of the text got no log-probabilities: {answer.error}")
+                got = parse_echo(answer.logprobs, "", answer.completion_tokens)
+                if len(got) != window.length:
+                    raise EchoError(f"a window of {window.length} token ids was echoed as {len(got)} tokens")
+                nll, count = window_nll(got, window.first_scored)
+            total += nll
+            scored += count
+        # The text's first token is scored when the server put a BOS before it.
+        first = echoed.starts[0] is not None and echoed.starts[0] < 0
+        return total, scored, first
 
     def judge(self, cases: Sequence[Case], outputs: Sequence[Mapping[str, str]]) -> JudgeRuns:
         """The judge is served too: --llmeval-judge-model's id, else the base's."""
@@ -241,7 +512,7 @@ class ServedBackend:
 
         model_id = self.options.judge_model or self.model_id(BASE)
         name = f"{model_id} (served)" if self.options.judge_model else f"{model_id} (the base model, served)"
-        return judge_runs_served(self.endpoint().complete, model_id, name, cases, outputs)
+        return judge_runs_served(self.endpoint(BASE).complete, model_id, name, cases, outputs)
 
     def fluency(
         self, column: str, references: Sequence[str], texts: Sequence[str | None]
@@ -256,7 +527,7 @@ class ServedBackend:
         spread over several machines, or moved, is the same model."""
         from pytest_llmeval.cache import SERVED_CODE_MODULES, ModelIdentity, code_fingerprint, sha256_json
 
-        served = self._probed()[self.model_id(column)]
+        served = self._probed(column)
         return ModelIdentity(
             base=sha256_json(
                 {
@@ -297,22 +568,28 @@ class ServedBackend:
         entry["served"] = self.served_meta(column)
 
     def described(self) -> bool:
-        return self._served is not None
+        return all(place.models is not None for place in self._places)
 
     def served_meta(self, column: str) -> dict[str, Any] | None:
         """A served column as results.json records it: the URLs without credentials, the id requested,
-        what the server reported (model, system_fingerprint, quantization), when, and the settings sent.
-        None before this process probed the endpoint. The API key is in none of it."""
-        if self._served is None:
+        what the server reported (model, system_fingerprint, quantization, its software), when, the settings
+        sent, and the probe's findings: the ids it lists, and whether its prompt log-probabilities are
+        usable (with the numbers that decided). None before this process probed it. No API key in any."""
+        place = self._place(column)
+        if place.models is None:
             return None
-        served = self._served[self.model_id(column)]
+        served = place.models[self.model_id(column)]
         return {
-            "urls": self.endpoint().public_urls(),
+            "urls": self.endpoint(column).public_urls(),
             "model": served.id,
             "reported_model": served.reported_model,
             "system_fingerprint": served.system_fingerprint,
             "quantization": self.quantization(served),
-            "date": self._served_at,
+            "server": served.server,
+            "listed": None if served.listed is None else list(served.listed),
+            "loglikelihood": None if served.alignment is None else served.alignment.to_json(),
+            "prompt_logprobs": served.prompt_logprobs,
+            "date": place.at,
             "settings": {
                 "temperature": 0.0,
                 "top_p": 1.0,
@@ -334,14 +611,14 @@ class ServedBackend:
         settings = self.options.endpoint
         assert settings is not None
         adapters = self.roster.adapters
-        urls = ", ".join(self.endpoint().public_urls())
+        urls = ", ".join(self.endpoint(BASE).public_urls())
         meta["base_model"] = self.model_id(BASE)
         meta["adapter"] = adapters[0].source if adapters else None
         meta["adapter_name"] = adapters[0].name if adapters else None
         meta["adapter_version"] = None
         meta["quantization"] = self.options.quantization
-        if self._served is not None:
-            meta["quantization"] = self.quantization(self._served[self.model_id(BASE)])
+        if self._places[0].models is not None:
+            meta["quantization"] = self.quantization(self.served_model(BASE))
         meta["hardware"] = {
             "device": "endpoint",
             "device_name": f"served at {urls}",
@@ -351,20 +628,47 @@ class ServedBackend:
         inference = meta["inference_config"]
         inference["device"] = "endpoint"
         inference["dtype"] = "as served"
-        inference["endpoint"] = {
-            "urls": self.endpoint().public_urls(),
-            "concurrency": settings.concurrency,
-            "timeout_s": settings.timeout_s,
-            "deadline_s": settings.deadline_s,
-            "max_retries": settings.max_retries,
-            "requests": dict(self.endpoint().stats),
-            "models": {c: self.served_meta(c) for c in self.columns},
-        }
+        inference["endpoint"] = self.endpoint_meta(settings)
         inference["prompt_template"] = (
             "the server's: each row is sent as chat messages (its system prompt and few-shot turns, if any, "
             "then the user message); under a prompt template, its rendered text goes to /v1/completions"
         )
         return meta
 
+    def endpoint_meta(self, settings: EndpointSettings) -> dict[str, Any]:
+        """results.json's inference_config.endpoint: the client's settings, its requests, every column's
+        served model (each with its own URLs)."""
+        return {
+            "urls": [url for place in self._places for url in self.endpoint(place.columns[0]).public_urls()],
+            "concurrency": settings.concurrency,
+            "timeout_s": settings.timeout_s,
+            "deadline_s": settings.deadline_s,
+            "max_retries": settings.max_retries,
+            "requests": {
+                key: sum(self.endpoint(place.columns[0]).stats[key] for place in self._places)
+                for key in ("requests", "retries", "failures")
+            },
+            "models": {c: self.served_meta(c) for c in self.columns},
+        }
+
     def peak_memory(self, memory: dict[str, Any]) -> dict[str, Any]:
         return memory
+
+
+def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int]:
+    """(NLL, tokens) of one option from its answer (ValueError: the answer cannot give it)."""
+    from pytest_llmeval.logprobs import (
+        EchoError,
+        answer_nll,
+        continuation_nll,
+        parse_echo,
+        parse_prompt_logprobs,
+    )
+
+    if answer.logprobs is None and answer.prompt_logprobs is None:
+        raise EchoError(answer.error or "no log-probabilities in the answer")
+    if request.chat:
+        return answer_nll(parse_prompt_logprobs(answer.prompt_logprobs), option)
+    prompt = str(request.prompt)
+    echoed = parse_echo(answer.logprobs, prompt, answer.completion_tokens)
+    return continuation_nll(echoed, len(prompt) - len(option))

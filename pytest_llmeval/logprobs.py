@@ -1,0 +1,391 @@
+"""Log-likelihoods from an OpenAI-compatible server's echoed prompts: reading them, and checking them first.
+
+A server that runs `/v1/completions` with `echo=true` and `logprobs` returns each prompt token's
+log-probability given the tokens before it (vLLM, and lm-evaluation-harness's `local-completions` reads them
+so). Many servers answer that request with numbers that are wrong without saying so: llama-cpp-python's
+server scores each token against the distribution after it, llama.cpp's `llama-server` returns none for the
+prompt, `transformers serve` ignores both parameters. So nothing here is trusted before `check_alignment`
+has passed on the same server and model: the log-probability a server reports for the token it generates
+greedily must equal the one it reports for that token echoed at the end of the prompt, and be the largest of
+that position's alternatives.
+
+Where a continuation begins (multiple choice: each option after the row's prompt) is read off the server's
+own tokens, never by tokenising again with another tokenizer: the tokens' texts, joined, spell the prompt
+(after any token the server put before it, a BOS), so each token's place in the text is known; a token that
+straddles the boundary is refused rather than guessed.
+
+Pure: no pytest, no torch, no network (endpoint.py sends the requests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# How far apart the generated and the echoed log-probability of the same token may be and still be the same
+# number: servers compute the two in different batch shapes (one token against a whole prompt), so they may
+# differ in the last digits, and a 4-bit model's kernels more. A misaligned server is off by whole nats
+# (llama-cpp-python 0.3.36: -10.46 for -0.41).
+ALIGNMENT_TOLERANCE = 0.05
+
+# The prompt the probe continues: short, and with one clear greedy continuation for any model.
+PROBE_PROMPT = "The capital of France is"
+
+
+class EchoError(ValueError):
+    """A server's answer cannot give the log-likelihood asked for; the message says what it lacks."""
+
+
+@dataclass(frozen=True)
+class Echoed:
+    """A prompt as a server echoed it: its tokens, each one's log-probability given the ones before (None
+    where the server gives none: the first token of all), the alternatives it listed, and where each token
+    starts in the prompt's text (negative: before the text, a BOS the server put there)."""
+
+    tokens: tuple[str, ...]
+    logprobs: tuple[float | None, ...]
+    top: tuple[Mapping[str, float] | None, ...]
+    starts: tuple[int | None, ...]  # None: the tokens do not spell the prompt (bytes of one character)
+    # The token ids, where the server gives them (vLLM's prompt_logprobs): None at a position it gives none
+    # for (the first, which has no log-probability either).
+    ids: tuple[int | None, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def head(self, count: int) -> Echoed:
+        """The first `count` tokens (a window that starts at the text's beginning)."""
+        return Echoed(
+            tokens=self.tokens[:count],
+            logprobs=self.logprobs[:count],
+            top=self.top[:count],
+            starts=self.starts[:count],
+            ids=None if self.ids is None else self.ids[:count],
+        )
+
+
+def _float_or_none(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(float(value)) else None
+
+
+def parse_echo(
+    logprobs: Mapping[str, Any] | None,
+    prompt: str,
+    completion_tokens: int | None,
+    prompt_logprobs: Sequence[Any] | None = None,
+) -> Echoed:
+    """The prompt's tokens from a completion choice's `logprobs` (OpenAI's legacy shape: tokens,
+    token_logprobs, top_logprobs, text_offset), the generated tokens after them dropped.
+
+    `completion_tokens`: how many tokens were generated (the response's usage); None: the echoed tokens are
+    cut where the prompt's text ends. `prompt_logprobs`: vLLM's list of {token id: {logprob, ...}} per prompt
+    token, which gives the ids. EchoError: the answer has no log-probabilities for the prompt.
+    """
+    if not isinstance(logprobs, Mapping):
+        raise EchoError("no log-probabilities in the answer (logprobs and echo were ignored)")
+    tokens = logprobs.get("tokens")
+    values = logprobs.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+        raise EchoError("the answer's logprobs have no tokens with token_logprobs")
+    top_raw = logprobs.get("top_logprobs")
+    top: list[Mapping[str, float] | None] = [
+        entry if isinstance(entry, Mapping) else None
+        for entry in (top_raw if isinstance(top_raw, list) else [None] * len(tokens))
+    ]
+    top += [None] * (len(tokens) - len(top))
+    texts = [str(t) for t in tokens]
+    count = len(texts)
+    if completion_tokens is not None and 0 <= completion_tokens <= count:
+        count -= completion_tokens
+    starts = _starts(texts, prompt, logprobs.get("text_offset"), count)
+    if completion_tokens is None:
+        # No usage: the prompt's tokens are those that start inside its text (and any before it).
+        count = sum(1 for s in starts if s is not None and s < len(prompt)) if None not in starts else count
+    if count == 0:
+        raise EchoError("the answer scores no prompt token (echo was ignored)")
+    echoed = Echoed(
+        tokens=tuple(texts[:count]),
+        logprobs=tuple(_float_or_none(v) for v in values[:count]),
+        top=tuple(
+            {str(k): float(v) for k, v in entry.items() if _float_or_none(v) is not None}
+            if entry is not None
+            else None
+            for entry in top[:count]
+        ),
+        starts=tuple(starts[:count]),
+    )
+    ids = prompt_ids(prompt_logprobs, echoed)
+    return echoed if ids is None else Echoed(**{**echoed.__dict__, "ids": ids})
+
+
+def _starts(texts: list[str], prompt: str, offsets: object, count: int) -> list[int | None]:
+    """Where each echoed token starts in the prompt: from the texts themselves when, joined, they spell it
+    (after a leading BOS), else from the server's text_offset when that reads as positions in the prompt;
+    else None for every token (multi-byte characters split over tokens, decoded one by one)."""
+    joined = "".join(texts[:count])
+    lead: int | None = None
+    if joined == prompt:
+        lead = 0
+    elif joined.endswith(prompt) and prompt:
+        lead = len(joined) - len(prompt)
+    if lead is not None:
+        out: list[int | None] = []
+        at = -lead
+        for text in texts:
+            out.append(at)
+            at += len(text)
+        return out
+    if isinstance(offsets, list) and len(offsets) == len(texts):
+        found = [o if isinstance(o, int) and not isinstance(o, bool) else None for o in offsets]
+        numbers = [o for o in found[:count] if o is not None]
+        if numbers and len(numbers) == count and numbers == sorted(numbers) and numbers[-1] <= len(prompt):
+            return found
+    unknown: list[int | None] = [None] * len(texts)
+    first = texts[0] if texts else ""
+    if first and not prompt.startswith(first) and "\ufffd" not in first:
+        # A whole token that is not the text's beginning: one the server put before it (a BOS).
+        unknown[0] = -len(first)
+    return unknown
+
+
+def prompt_ids(prompt_logprobs: Sequence[Any] | None, echoed: Echoed) -> tuple[int | None, ...] | None:
+    """Each prompt token's id from vLLM's prompt_logprobs: at every position the entry whose logprob is the
+    echoed one and whose decoded text is the echoed token (the first position's entry is None in vLLM: its
+    id is then None). None when they cannot be read."""
+    if not isinstance(prompt_logprobs, Sequence) or len(prompt_logprobs) != len(echoed):
+        return None
+    ids: list[int | None] = []
+    for position, entry in enumerate(prompt_logprobs):
+        if entry is None and position == 0:
+            ids.append(None)
+            continue
+        if not isinstance(entry, Mapping) or not entry:
+            return None
+        wanted = echoed.logprobs[position]
+        picked: int | None = None
+        for key, value in entry.items():
+            if not isinstance(value, Mapping):
+                continue
+            decoded = value.get("decoded_token")
+            logprob = _float_or_none(value.get("logprob"))
+            same_text = decoded is None or str(decoded) == echoed.tokens[position]
+            if same_text and (wanted is None or (logprob is not None and abs(logprob - wanted) < 1e-6)):
+                try:
+                    picked = int(key)
+                except (TypeError, ValueError):
+                    return None
+                break
+        if picked is None:
+            return None
+        ids.append(picked)
+    return tuple(ids)
+
+
+def continuation_nll(echoed: Echoed, boundary: int) -> tuple[float, int]:
+    """(NLL in nats, tokens) of the text from character `boundary` of the prompt to its end: the summed
+    negative log-probabilities of the tokens starting there or later. EchoError: a token straddles the
+    boundary (the option's first characters merged with the prompt's last ones: the option's tokens are not
+    the model's own split of it), the positions are unknown, or a token has no log-probability."""
+    if any(s is None for s in echoed.starts):
+        raise EchoError(
+            "the server's echoed tokens do not spell the prompt and it gives no usable text_offset: where "
+            "the option begins is unknown"
+        )
+    starts = [int(s) for s in echoed.starts if s is not None]
+    for start, token in zip(starts, echoed.tokens, strict=True):
+        if start < boundary < start + len(token):
+            raise EchoError(
+                f"the server's token {token!r} spans the end of the prompt and the start of the option: the "
+                "option's log-likelihood cannot be separated from the prompt's"
+            )
+    inside = [i for i, s in enumerate(starts) if s >= boundary]
+    if not inside:
+        raise EchoError("no token of the option was echoed")
+    first = inside[0]
+    if starts[first] != boundary:
+        raise EchoError(f"no echoed token starts where the option does (character {boundary})")
+    total = 0.0
+    for i in inside:
+        value = echoed.logprobs[i]
+        if value is None:
+            raise EchoError(f"the server gave no log-probability for the option's token {echoed.tokens[i]!r}")
+        total -= value
+    return total, len(inside)
+
+
+def rolling_nll(echoed: Echoed, *, skip: int = 0) -> tuple[float, int, bool]:
+    """(NLL in nats, tokens scored, whether the text's first token was scored) over a whole echoed text:
+    every token with a log-probability, from position `skip` on. The first token of a text has one only
+    when the server put a token (a BOS) before it; its absence is not an error, the others' is."""
+    total = 0.0
+    scored = 0
+    first_scored = False
+    # The text's first token: after the tokens before the text (negative starts: a BOS), when there are any.
+    first_text = next((i for i, s in enumerate(echoed.starts) if s is None or s >= 0), 0)
+    for i in range(skip, len(echoed)):
+        value = echoed.logprobs[i]
+        if value is None:
+            if i == 0 or i <= first_text:
+                continue  # the first token of all has no context
+            raise EchoError(f"the server gave no log-probability for token {i} ({echoed.tokens[i]!r})")
+        if i == first_text:
+            first_scored = True
+        total -= value
+        scored += 1
+    if scored == 0:
+        raise EchoError("no token of the text has a log-probability (the text is a single token)")
+    return total, scored, first_scored
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """What the probe found of one server's prompt log-probabilities (results.json provenance)."""
+
+    ok: bool
+    reason: str | None  # why log-likelihood rows are refused (None: they are not)
+    generated_token: str | None = None
+    generated_logprob: float | None = None
+    echoed_logprob: float | None = None
+    echoed_best: float | None = None  # the largest alternative listed at that position
+    prompt_tokens: int | None = None
+    scored_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "reason": self.reason,
+            "probe_prompt": PROBE_PROMPT,
+            "generated_token": self.generated_token,
+            "generated_logprob": self.generated_logprob,
+            "echoed_logprob": self.echoed_logprob,
+            "echoed_best_alternative": self.echoed_best,
+            "prompt_tokens": self.prompt_tokens,
+            "scored_tokens": self.scored_tokens,
+            "tolerance": ALIGNMENT_TOLERANCE,
+        }
+
+
+def check_alignment(
+    generated_token: str, generated_logprob: float | None, echoed: Echoed, prompt: str = PROBE_PROMPT
+) -> Alignment:
+    """Are a server's echoed log-probabilities those of each token given the ones before it?
+
+    `generated_token`/`generated_logprob`: the greedy token the server generated after `prompt` and the
+    log-probability it reported for it; `echoed`: the server's echo of `prompt + generated_token`. Aligned:
+    every prompt token after the first has a log-probability, the generated token's echoed one equals the
+    generated one (within ALIGNMENT_TOLERANCE), and it is the largest of its position's alternatives (the
+    greedy token is the most likely one).
+    """
+    given = sum(v is not None for v in echoed.logprobs)
+    base = Alignment(ok=False, reason=None, generated_token=generated_token, prompt_tokens=len(echoed))
+    if generated_logprob is None:
+        return _failed(base, "returns no log-probability for a generated token (logprobs is ignored)")
+    if given < len(echoed) - 1:
+        return _failed(
+            base,
+            f"returns log-probabilities for {given} of {len(echoed)} prompt tokens "
+            "(echo with logprobs does not score the prompt)",
+        )
+    position = next(
+        (i for i, s in enumerate(echoed.starts) if s is not None and s == len(prompt)), len(echoed) - 1
+    )
+    echoed_value = echoed.logprobs[position]
+    alternatives = echoed.top[position]
+    best = max(alternatives.values()) if alternatives else None
+    found = Alignment(
+        ok=False,
+        reason=None,
+        generated_token=generated_token,
+        generated_logprob=generated_logprob,
+        echoed_logprob=echoed_value,
+        echoed_best=best,
+        prompt_tokens=len(echoed),
+        scored_tokens=given,
+    )
+    if echoed_value is None:
+        return _failed(found, "returns no log-probability for the last prompt token")
+    said = (
+        f"log p({generated_token!r} | {prompt!r}) is {echoed_value:.2f} echoed but "
+        f"{generated_logprob:.2f} generated"
+    )
+    if abs(echoed_value - generated_logprob) > ALIGNMENT_TOLERANCE:
+        return _failed(found, f"returns misaligned prompt log-probabilities: {said}")
+    if best is not None and echoed_value < best - ALIGNMENT_TOLERANCE:
+        return _failed(
+            found,
+            f"returns misaligned prompt log-probabilities: the greedy token {generated_token!r} echoes "
+            f"{echoed_value:.2f}, below an alternative at {best:.2f}",
+        )
+    return Alignment(**{**found.__dict__, "ok": True})
+
+
+def _failed(found: Alignment, reason: str) -> Alignment:
+    return Alignment(**{**found.__dict__, "ok": False, "reason": reason})
+
+
+def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None) -> Echoed:
+    """A prompt's tokens from vLLM's `prompt_logprobs` alone (a chat completion's: its rendered prompt is the
+    server's, so the tokens' own texts, joined, are where positions are read). Each position lists its own
+    token first (vLLM's order), then its top alternatives. EchoError: absent, or not readable so."""
+    if not isinstance(prompt_logprobs, Sequence) or isinstance(prompt_logprobs, str) or not prompt_logprobs:
+        raise EchoError("no prompt_logprobs in the answer (the server does not return them)")
+    tokens: list[str] = []
+    values: list[float | None] = []
+    ids: list[int | None] = []
+    for position, entry in enumerate(prompt_logprobs):
+        if entry is None and position == 0:
+            # The first token has no context and, in vLLM, no entry: its id and text are unknown (an answer
+            # at the end of the prompt is found from its end).
+            tokens.append("")
+            values.append(None)
+            ids.append(None)
+            continue
+        if not isinstance(entry, Mapping) or not entry:
+            raise EchoError(f"the answer's prompt_logprobs have no entry at position {position}")
+        # vLLM lists the position's own token first, then the top alternatives.
+        key, value = next(iter(entry.items()))
+        if not isinstance(value, Mapping):
+            raise EchoError(f"the answer's prompt_logprobs entry at position {position} is not an object")
+        try:
+            ids.append(int(key))
+        except (TypeError, ValueError):
+            raise EchoError(f"the answer's prompt_logprobs key {key!r} is not a token id") from None
+        tokens.append(str(value.get("decoded_token") or ""))
+        values.append(_float_or_none(value.get("logprob")) if position else None)
+    starts: list[int | None] = []
+    at = 0
+    for text in tokens:
+        starts.append(at)
+        at += len(text)
+    return Echoed(
+        tokens=tuple(tokens),
+        logprobs=tuple(values),
+        top=(None,) * len(tokens),
+        starts=tuple(starts),
+        ids=tuple(ids),
+    )
+
+
+def answer_nll(echoed: Echoed, answer: str) -> tuple[float, int]:
+    """(NLL, tokens) of `answer` where it ends the echoed prompt (a chat answer continued under the
+    server's template): continuation_nll from where the answer's text begins in the joined tokens."""
+    joined = "".join(echoed.tokens)
+    if not answer or not joined.endswith(answer):
+        raise EchoError(f"the server's rendered prompt does not end with the option: {joined[-60:]!r}")
+    return continuation_nll(echoed, len(joined) - len(answer))
+
+
+def window_nll(echoed: Echoed, first_scored: int) -> tuple[float, int]:
+    """(NLL, tokens) of a window's tokens from position `first_scored` on (perplexity.Window: the earlier
+    ones are its context)."""
+    total = 0.0
+    for i in range(first_scored, len(echoed)):
+        value = echoed.logprobs[i]
+        if value is None:
+            raise EchoError(f"the server gave no log-probability for token {i} of a window")
+        total -= value
+    return total, len(echoed) - first_scored
