@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: setup demo test test-fast test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
+.PHONY: setup llama demo test test-fast test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
 
 setup: $(STAMP)
 
@@ -36,6 +36,41 @@ $(STAMP):
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The servers people deploy small GGUF models on (issue 39), built from one pinned source: the PyPI sdist of
+# llama-cpp-python, which vendors llama.cpp. Into .llama/: src/ (the sdist, with convert_lora_to_gguf.py and
+# gguf-py), build/bin/llama-server and the shared libraries, venv/ (llama-cpp-python's server on those same
+# libraries: pip installs only its Python package, LLAMA_BUILD=OFF, so llama.cpp is compiled once, not twice).
+# The stamp is named after the version: built once per machine, a re-run costs nothing.
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_DIR := .llama
+LLAMA_STAMP := $(LLAMA_DIR)/.built-$(LLAMA_CPP_PYTHON)
+LLAMA_PIP := $(LLAMA_DIR)/venv/bin/python -m pip -q --disable-pip-version-check
+# Only what llama-server needs; no web UI: LLAMA_USE_PREBUILT_UI=OFF, or configuring would try to download it
+# (offline it gives up after failed look-ups and builds without). $ORIGIN run paths: the libraries find each
+# other wherever they are copied. GGML_NATIVE (the default) tunes ggml to this machine's CPU.
+LLAMA_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  $(if $(shell command -v ninja),-G Ninja)
+llama: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP):
+	rm -rf $(LLAMA_DIR) && mkdir -p $(LLAMA_DIR)/src
+	$(PYTHON) -m venv $(LLAMA_DIR)/venv
+	$(LLAMA_PIP) download --no-deps --no-binary :all: -d $(LLAMA_DIR) llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	tar -xzf $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_DIR)/src --strip-components=1
+	cmake -S $(LLAMA_DIR)/src/vendor/llama.cpp -B $(LLAMA_DIR)/build $(LLAMA_CMAKE_FLAGS) >$(LLAMA_DIR)/cmake.log
+	cmake --build $(LLAMA_DIR)/build --target llama-server -j $$(nproc)
+	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(LLAMA_PIP) install '$(LLAMA_DIR)/src[server]'
+	# The libraries llama-server runs on, where llama_cpp/_ctypes_extensions.py loads them from, with their
+	# soname links (libllama.so needs libggml.so.0): the Python server runs the same build as llama-server.
+	lib=$$($(LLAMA_DIR)/venv/bin/python -c \
+	  "import importlib.util as u; print(u.find_spec('llama_cpp').submodule_search_locations[0])")/lib; \
+	  mkdir -p $$lib && cd $(LLAMA_DIR)/build/bin && cp -P libllama.so* libggml*.so* libmtmd.so* $$lib/
+	$(LLAMA_DIR)/venv/bin/python -m llama_cpp.server --help >/dev/null
+	$(LLAMA_DIR)/build/bin/llama-server --version
+	touch $@
+
 # The main job: base model vs the shipped demo adapter on the shipped benchmarks, results in results.json.
 # pytest exits 1 when some rows fail (the model got them wrong): that is a result, not an error.
 demo: $(STAMP)
@@ -53,7 +88,7 @@ PARALLEL := -n auto --dist loadgroup
 # The serial run collects only the files that mark tests serial (a whole collection costs 10 s of imports);
 # tests/test_suite_profile.py checks that every serial mark is written where this finds it.
 SERIAL := -n 0 $(shell grep -l "pytest.mark.serial" tests/test_*.py)
-test: $(STAMP)
+test: $(STAMP) $(LLAMA_STAMP)
 	rc=0; \
 	$(BIN)/pytest -q $(PARALLEL) -m "not serial" --durations=15 --cov=pytest_llmeval --cov-report= || rc=$$?; \
 	$(BIN)/pytest -q $(SERIAL) -m serial --cov=pytest_llmeval --cov-append --cov-report=term:skip-covered \

@@ -377,7 +377,8 @@ def _server_message(body: object, fallback: str) -> str:
     # openai 3.57 hands over the "error" object itself when the body has one; vLLM's shape has no wrapper.
     if isinstance(body, dict):
         inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
+        # FastAPI's own errors (transformers serve, llama-cpp-python) say it in `detail`.
+        message = (inner.get("message") or inner.get("detail")) if isinstance(inner, dict) else inner
         if isinstance(message, str) and message:
             return message
     if isinstance(body, str) and body.strip():
@@ -604,8 +605,10 @@ class Endpoint:
         version = await asyncio.to_thread(_get_json, f"{root}/version", headers, timeout)
         if isinstance(version, dict) and isinstance(version.get("version"), str):
             return self._scrub(f"vLLM {version['version']}")
-        if isinstance(info, dict) and "transformers" in str(info.get("title", "")).lower():
-            return self._scrub(f"transformers serve {info.get('version')}")
+        paths = spec.get("paths") if isinstance(spec, dict) else None
+        if isinstance(paths, dict) and "/load_model" in paths and "/v1/chat/completions" in paths:
+            # transformers serve: a FastAPI app with no title or version of its own, but its own routes.
+            return "transformers serve"
         return None
 
     async def _probe_one(
@@ -924,6 +927,11 @@ class Endpoint:
 def _generated_token(reply: _Reply) -> tuple[str | None, float | None]:
     """The token a one-token completion generated and its log-probability, from its logprobs."""
     found = reply.logprobs or {}
+    content = found.get("content")
+    if isinstance(content, list) and content and isinstance(content[-1], dict) and "tokens" not in found:
+        # llama.cpp's llama-server answers /v1/completions with chat-style log-probabilities.
+        last = content[-1]
+        found = {"tokens": [last.get("token")], "token_logprobs": [last.get("logprob")]}
     tokens, values = found.get("tokens"), found.get("token_logprobs")
     if (
         not isinstance(tokens, list)
@@ -994,7 +1002,10 @@ def _rejects_seed(failure: _Failure) -> bool:
 
 
 _UNKNOWN_MODEL = re.compile(
-    r"model.*(not found|does not exist|not exist|unknown|invalid|not served)|unknown model", re.I
+    r"model.*(not found|does not exist|not exist|unknown|invalid|not served)|unknown model"
+    # transformers serve pinned to one model: "Server is pinned to '<folder>'; requested 'gpt-4o'."
+    r"|pinned to .*; requested",
+    re.I,
 )
 
 
@@ -1005,7 +1016,8 @@ def _unknown_model(failure: _Failure) -> bool:
 
 
 def _quantization(listing: list[dict[str, Any]] | None, model_id: str) -> str | None:
-    """The quantization a /v1/models entry states (LM Studio `quantization`, Ollama `details`), if any."""
+    """The quantization a /v1/models entry states (LM Studio `quantization`, Ollama `details`, llama-server
+    `meta.ftype`), if any."""
     for entry in listing or ():
         if entry.get("id") != model_id:
             continue
@@ -1013,6 +1025,10 @@ def _quantization(listing: list[dict[str, Any]] | None, model_id: str) -> str | 
         candidates = [entry.get("quantization"), entry.get("quantization_level")]
         if isinstance(details, dict):
             candidates.append(details.get("quantization_level"))
+        meta = entry.get("meta")
+        if isinstance(meta, dict) and isinstance(meta.get("ftype"), str) and meta["ftype"]:
+            # llama.cpp's llama-server: the GGUF file's own general.file_type, as it read it.
+            candidates.append(f"GGUF {meta['ftype']}")
         for candidate in candidates:
             if isinstance(candidate, str) and candidate:
                 return candidate

@@ -81,12 +81,17 @@ def parse_echo(
     """The prompt's tokens from a completion choice's `logprobs` (OpenAI's legacy shape: tokens,
     token_logprobs, top_logprobs, text_offset), the generated tokens after them dropped.
 
-    `completion_tokens`: how many tokens were generated (the response's usage); None: the echoed tokens are
-    cut where the prompt's text ends. `prompt_logprobs`: vLLM's list of {token id: {logprob, ...}} per prompt
-    token, which gives the ids. EchoError: the answer has no log-probabilities for the prompt.
+    `completion_tokens`: how many tokens were generated (the response's usage). The prompt's tokens are those
+    that start inside its text where the tokens, joined, spell it (llama-cpp-python leaves the generated
+    token out of the arrays while counting it in usage), else all but the generated ones. `prompt_logprobs`:
+    vLLM's list of {token id: {logprob, ...}} per prompt token, which gives the ids. EchoError: the answer
+    has no log-probabilities for the prompt.
     """
     if not isinstance(logprobs, Mapping):
         raise EchoError("no log-probabilities in the answer (logprobs and echo were ignored)")
+    if isinstance(logprobs.get("content"), list) and "tokens" not in logprobs:
+        # llama.cpp's llama-server: chat-style log-probabilities of the generated tokens, the echo ignored.
+        raise EchoError("echo is ignored: log-probabilities come back for the generated tokens only")
     tokens = logprobs.get("tokens")
     values = logprobs.get("token_logprobs")
     if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
@@ -98,13 +103,18 @@ def parse_echo(
     ]
     top += [None] * (len(tokens) - len(top))
     texts = [str(t) for t in tokens]
-    count = len(texts)
-    if completion_tokens is not None and 0 <= completion_tokens <= count:
-        count -= completion_tokens
-    starts = _starts(texts, prompt, logprobs.get("text_offset"), count)
-    if completion_tokens is None:
-        # No usage: the prompt's tokens are those that start inside its text (and any before it).
-        count = sum(1 for s in starts if s is not None and s < len(prompt)) if None not in starts else count
+    spelled = _spelled(texts, prompt)
+    if spelled is not None:
+        starts: list[int | None] = list(spelled)
+        count = sum(1 for start in spelled if start < len(prompt))
+    else:
+        count = len(texts)
+        if completion_tokens is not None and 0 <= completion_tokens <= count:
+            count -= completion_tokens
+        starts = _starts(texts, prompt, logprobs.get("text_offset"), count)
+        if completion_tokens is None and None not in starts:
+            # No usage: the prompt's tokens are those that start inside its text (and any before it).
+            count = sum(1 for start in starts if start is not None and start < len(prompt))
     if count == 0:
         raise EchoError("the answer scores no prompt token (echo was ignored)")
     echoed = Echoed(
@@ -120,6 +130,21 @@ def parse_echo(
     )
     ids = prompt_ids(prompt_logprobs, echoed)
     return echoed if ids is None else Echoed(**{**echoed.__dict__, "ids": ids})
+
+
+def _spelled(texts: list[str], prompt: str) -> list[int] | None:
+    """Where each token starts in the prompt when the tokens, joined, spell a prefix (a BOS: negative starts),
+    then the prompt, then what was generated; None when they do not (bytes of a character decoded alone)."""
+    if not prompt:
+        return None
+    joined = "".join(texts)
+    at = joined.find(prompt)
+    cumulative = [0]
+    for text in texts:
+        cumulative.append(cumulative[-1] + len(text))
+    if at < 0 or at not in cumulative:
+        return None
+    return [c - at for c in cumulative[:-1]]
 
 
 def _starts(texts: list[str], prompt: str, offsets: object, count: int) -> list[int | None]:

@@ -19,6 +19,7 @@ from fault_server import FaultServer, dead_url, status
 from helpers import jsonl, row
 
 from pytest_llmeval.logprobs import PROBE_PROMPT
+from pytest_llmeval.models import embedded_gguf_path
 
 pytest_plugins = ["pytester"]
 
@@ -316,7 +317,17 @@ def test_a_served_reference_and_the_servers_quantization(
     with FaultServer(models=("base-id", "lora-id"), api_key=KEY) as plain:
         args = served_args(plain, "--llmeval-no-cache", "--llmeval-quantization=GGUF Q4_K_M")
         pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
-    assert json.loads((pytester.path / "results.json").read_text())["quantization"] == "GGUF Q4_K_M"
+        assert json.loads((pytester.path / "results.json").read_text())["quantization"] == "GGUF Q4_K_M"
+        # The served .gguf file itself: its own header says what it is (general.file_type).
+        gguf = f"--llmeval-quantization={embedded_gguf_path()}"
+        pytester.runpytest(*served_args(plain, gguf), "bench.jsonl").assert_outcomes(passed=len(WORDS))
+        assert json.loads((pytester.path / "results.json").read_text())["quantization"] == "GGUF Q4_1"
+        (pytester.path / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00\x01")
+        broken = pytester.runpytest(*served_args(plain, "--llmeval-quantization=broken.gguf"), "bench.jsonl")
+        assert broken.ret == pytest.ExitCode.USAGE_ERROR
+        broken.stderr.fnmatch_lines(
+            ["ERROR: llmeval: --llmeval-quantization=broken.gguf: broken.gguf: the GGUF header ends early"]
+        )
 
 
 def test_completion_rows_and_samples_at_the_endpoint(pytester: pytest.Pytester, server: FaultServer) -> None:

@@ -175,3 +175,37 @@ def test_who_serves_what() -> None:
     assert _listed("smol", listing) == "smol" and _listed("llama3", listing) == "llama3:latest"
     assert _listed("gpt-4o", listing) is None
     assert _same_model("gpt-4o", "gpt-4o-2024-08-06") and not _same_model("gpt-4o", "smol")
+
+
+# What the servers that run here answered (issue 39's measurements, tests/test_real_servers.py runs them).
+LLAMA_CPP_PYTHON_ECHO = {
+    # The echo of "The capital of France is Paris" (max_tokens 1): the generated "." is in usage, not in the
+    # arrays, and each token is scored against the distribution after it (" Paris" at -8.45, where its
+    # generated log-probability is -0.26).
+    "text_offset": [0, 3, 11, 14, 21, 24],
+    "token_logprobs": [None, -9.5999, -10.4624, -11.2255, -11.7948, -8.4526],
+    "tokens": ["The", " capital", " of", " France", " is", " Paris"],
+    "top_logprobs": [
+        None,
+        {" of": -0.41},
+        {" the": -1.98},
+        {" is": -0.43},
+        {" Paris": -0.2644},
+        {".": -0.37},
+    ],
+}
+
+
+def test_llama_cpp_pythons_answer_is_read_whole_and_found_misaligned() -> None:
+    echoed = parse_echo(LLAMA_CPP_PYTHON_ECHO, PROBE_PROMPT + " Paris", completion_tokens=1)
+    assert len(echoed) == 6  # the usage's generated token is not among the arrays: nothing is cut
+    found = check_alignment(" Paris", -0.264419287443161, echoed)
+    assert not found.ok and "is -8.45 echoed but -0.26 generated" in str(found.reason)
+
+
+def test_llama_servers_chat_style_log_probabilities_say_the_echo_was_ignored() -> None:
+    content = {"content": [{"id": 7042, "token": " Paris", "logprob": -0.2589, "top_logprobs": []}]}
+    with pytest.raises(
+        EchoError, match="echo is ignored: log-probabilities come back for the generated tokens only"
+    ):
+        parse_echo(content, PROBE_PROMPT + " Paris", completion_tokens=1)

@@ -119,6 +119,17 @@ def measured(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def close(a: Any, b: Any, tolerance: float = 1e-4) -> bool:
+    """Two JSON values equal but for floats within `tolerance`."""
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= tolerance
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], tolerance) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, tolerance) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def test_served_log_likelihoods_equal_the_in_process_ones(
     pytester: pytest.Pytester, correct: VllmFormat
 ) -> None:
@@ -149,6 +160,16 @@ def test_served_log_likelihoods_equal_the_in_process_ones(
     assert entry["served"]["server"] == "vLLM 0.0.0+llmeval-test-vllm-format"
     assert entry["served"]["loglikelihood"]["ok"] is True
     assert entry["served"]["prompt_logprobs"] is True
+    # Under xdist, each worker probes and measures on its own: the same numbers in the same record.
+    _, parallel = run(pytester, correct.base_url, "-n", "2", "-k", "choice-1 or ja-001 or windows")
+    again = measured(parallel)
+    assert set(again) == {"choice-1", "ja-001", "windows"}
+    # The same numbers; the in-process ones may differ in the last digits (other rows, other batches).
+    assert close(again, {row_id: found[row_id] for row_id in again})
+    assert (
+        next(m for m in parallel["models"] if m["column"] == "served")["served"]["loglikelihood"]
+        == (entry["served"]["loglikelihood"])
+    )
 
 
 def test_a_server_whose_log_probabilities_are_shifted_is_caught(

@@ -148,7 +148,8 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="NAME=PATH_OR_ID",
         help="another full model (a full fine-tune, another base) as one more column of the same rows, "
-        "compared with the base and with each adapter. Repeatable",
+        "compared with the base and with each adapter; NAME=ID@URL: model ID served at an OpenAI-compatible "
+        "/v1 URL, beside the models run here (an adapter as deployed). Repeatable",
     )
     group.addoption(
         "--llmeval-reference",
