@@ -513,6 +513,21 @@ def test_probe_refuses_urls_that_serve_different_models(server: FaultServer) -> 
     assert f"{server.url} -> served/tiny" in message and f"{other.url} -> someone/else" in message
 
 
+def test_a_server_that_lists_nothing_must_answer_as_the_model_asked_for() -> None:
+    """Without a /v1/models list, the answer's own `model` is the only word on what served it: another name
+    stops the run; the id itself, a dated snapshot of it, or a path ending in it is the model asked for."""
+    with FaultServer(models=("gpt-4o",), list_models=False, report_model_as="smol") as swapped:
+        message = one_line_error(Endpoint(fast(swapped.url)), ["gpt-4o"])
+    assert message == (
+        f"endpoint {swapped.url} model 'gpt-4o': the answer came from model 'smol', and the server lists no "
+        "models to tell what it serves; ask for the id it answers as"
+    )
+    for reported in ("gpt-4o", "gpt-4o-2024-08-06", "/models/gpt-4o"):
+        with FaultServer(models=("gpt-4o",), list_models=False, report_model_as=reported) as honest:
+            served = Endpoint(fast(honest.url)).probe(["gpt-4o"], scored=[])
+            assert served["gpt-4o"].reported_model == reported and served["gpt-4o"].listed is None
+
+
 # -- the key never shows -----------------------------------------------------------------------------------
 
 

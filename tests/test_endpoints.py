@@ -438,3 +438,18 @@ def test_a_key_echoed_on_the_success_path_is_scrubbed_everywhere(
     assert any(p.parent.name == "history" for p in written) and any("gen-cache" in str(p) for p in written)
     leaked = [str(p) for p in written if KEY.encode() in p.read_bytes()]
     assert not leaked, leaked
+
+
+def test_a_column_served_at_its_own_url(pytester: pytest.Pytester, server: FaultServer) -> None:
+    """`--llmeval-model=NAME=ID@URL` under --llmeval-endpoint: that column's requests go to its own server
+    (probed there), the others' to the endpoint; results.json records each column's URL."""
+    pytester.makefile(".jsonl", bench=jsonl(rows()))
+    with FaultServer(models=("elsewhere",)) as other:
+        args = served_args(server, "--llmeval-no-cache", f"--llmeval-model=far=elsewhere@{other.url}")
+        pytester.runpytest(*args, "bench.jsonl").assert_outcomes(passed=len(WORDS))
+        assert {p.body["model"] for p in generation_posts(other)} == {"elsewhere"}
+    assert {p.body["model"] for p in generation_posts(server)} == {"base-id", "lora-id"}
+    doc = json.loads((pytester.path / "results.json").read_text())
+    models = doc["inference_config"]["endpoint"]["models"]
+    assert models["far"]["urls"] == [other.url] and models["base"]["urls"] == [server.url]
+    assert {r["id"]: r["models"]["far"]["output"] for r in doc["benchmarks"][0]["rows"]}["r1"] == "1drow"
