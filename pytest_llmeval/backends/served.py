@@ -86,8 +86,8 @@ class ServedLLM:
 
     def perplexity(self, *args: Any, **kwargs: Any) -> Any:
         raise BackendError(
-            f"{self.name}: the llm fixture measures perplexity in process only; a benchmark file's perplexity "
-            "rows run over a server whose log-probabilities pass the probe, or measure it on the model's folder"
+            f"{self.name}: the llm fixture measures perplexity in process only; a benchmark file's "
+            "perplexity rows run over a server whose log-probabilities pass the probe, or in process"
         )
 
 
