@@ -137,33 +137,26 @@ def _spelled(texts: list[str], prompt: str) -> list[int] | None:
     then the prompt, then what was generated; None when they do not (bytes of a character decoded alone)."""
     if not prompt:
         return None
-    joined = "".join(texts)
-    at = joined.find(prompt)
-    cumulative = [0]
-    for text in texts:
-        cumulative.append(cumulative[-1] + len(text))
-    if at < 0 or at not in cumulative:
+    at = "".join(texts).find(prompt)
+    starts = _offsets(texts)
+    if at < 0 or at not in starts:
         return None
-    return [c - at for c in cumulative[:-1]]
+    return [start - at for start in starts]
+
+
+def _offsets(texts: Sequence[str]) -> list[int]:
+    """Where each text starts when they are joined."""
+    out, at = [], 0
+    for text in texts:
+        out.append(at)
+        at += len(text)
+    return out
 
 
 def _starts(texts: list[str], prompt: str, offsets: object, count: int) -> list[int | None]:
-    """Where each echoed token starts in the prompt: from the texts themselves when, joined, they spell it
-    (after a leading BOS), else from the server's text_offset when that reads as positions in the prompt;
-    else None for every token (multi-byte characters split over tokens, decoded one by one)."""
-    joined = "".join(texts[:count])
-    lead: int | None = None
-    if joined == prompt:
-        lead = 0
-    elif joined.endswith(prompt) and prompt:
-        lead = len(joined) - len(prompt)
-    if lead is not None:
-        out: list[int | None] = []
-        at = -lead
-        for text in texts:
-            out.append(at)
-            at += len(text)
-        return out
+    """Where each echoed token starts in the prompt when the texts do not spell it (_spelled): from the
+    server's text_offset when that reads as positions in the prompt; else None for every token (multi-byte
+    characters split over tokens, decoded one by one), but for a first token that is not the text's own."""
     if isinstance(offsets, list) and len(offsets) == len(texts):
         found = [o if isinstance(o, int) and not isinstance(o, bool) else None for o in offsets]
         numbers = [o for o in found[:count] if o is not None]
@@ -381,16 +374,11 @@ def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None) -> Echoed:
             raise EchoError(f"the answer's prompt_logprobs key {key!r} is not a token id") from None
         tokens.append(str(value.get("decoded_token") or ""))
         values.append(_float_or_none(value.get("logprob")) if position else None)
-    starts: list[int | None] = []
-    at = 0
-    for text in tokens:
-        starts.append(at)
-        at += len(text)
     return Echoed(
         tokens=tuple(tokens),
         logprobs=tuple(values),
         top=(None,) * len(tokens),
-        starts=tuple(starts),
+        starts=tuple(_offsets(tokens)),
         ids=tuple(ids),
     )
 
