@@ -144,7 +144,7 @@ BAD_INPUTS = [
         "model-without-name",
         "--llmeval-model without NAME=",
         lambda p, m: [*model_args(m.tiny_model), "--llmeval-model=models/sft"],
-        "--llmeval-model: expected NAME=PATH_OR_ID, got 'models/sft'",
+        "--llmeval-model: expected NAME=PATH_OR_ID or NAME=ID@URL, got 'models/sft'",
     ),
     Bad(
         "reference-not-a-model",

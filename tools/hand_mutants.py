@@ -123,18 +123,20 @@ MUTANTS = (
     Mutant(
         name="served-bypasses-cache",
         file="pytest_llmeval/backends/served.py",
-        old="        served = self._probed()[self.model_id(column)]\n",
-        new="        return None\n        served = self._probed()[self.model_id(column)]\n",
+        old="        served = self._probed(column)\n        return ModelIdentity(",
+        new="        return None\n        served = self._probed(column)\n        return ModelIdentity(",
         tests=("tests/test_endpoints.py::test_served_outputs_are_cached",),
         why="served text skips the generation cache wrapper: every re-run asks the servers again",
     ),
     Mutant(
-        name="capability-table-wrong",
-        file="pytest_llmeval/backends/__init__.py",
-        old='    "served": {None: "generate", "judge": "generate"},',
-        new='    "served": {None: "generate", "judge": "generate", "choices": "loglikelihood"},',
-        tests=("tests/test_endpoints.py::test_log_likelihood_rows_skip_with_the_reason",),
-        why="a served backend said to measure options: multiple-choice rows error instead of skipping",
+        name="probe-trusts-logprobs",
+        file="pytest_llmeval/endpoint.py",
+        old="        found = check_alignment(token, value, parsed, PROBE_PROMPT)\n",
+        new="        found = Alignment(ok=True, reason=None)\n",
+        tests=(
+            "tests/test_served_loglikelihood.py::test_a_server_whose_log_probabilities_are_shifted_is_caught",
+        ),
+        why="a server's echoed log-probabilities taken at face value: a shifted server's rows are scored",
     ),
     Mutant(
         name="no-lost-markers",
