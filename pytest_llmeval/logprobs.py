@@ -19,6 +19,7 @@ Pure: no pytest, no torch, no network (endpoint.py sends the requests).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def parse_echo(
         starts=tuple(starts[:count]),
     )
     ids = prompt_ids(prompt_logprobs, echoed)
-    return echoed if ids is None else Echoed(**{**echoed.__dict__, "ids": ids})
+    return echoed if ids is None else dataclasses.replace(echoed, ids=ids)
 
 
 def _spelled(texts: list[str], prompt: str) -> list[int] | None:
@@ -171,36 +172,19 @@ def _starts(texts: list[str], prompt: str, offsets: object, count: int) -> list[
 
 
 def prompt_ids(prompt_logprobs: Sequence[Any] | None, echoed: Echoed) -> tuple[int | None, ...] | None:
-    """Each prompt token's id from vLLM's prompt_logprobs: at every position the entry whose logprob is the
-    echoed one and whose decoded text is the echoed token (the first position's entry is None in vLLM: its
-    id is then None). None when they cannot be read."""
-    if not isinstance(prompt_logprobs, Sequence) or len(prompt_logprobs) != len(echoed):
+    """Each prompt token's id from vLLM's prompt_logprobs, read as parse_prompt_logprobs reads them (the
+    first position's is None: vLLM gives it no entry), when they are the echo's tokens: as many, with the same
+    log-probabilities. None when absent or not the same."""
+    try:
+        listed = parse_prompt_logprobs(prompt_logprobs)
+    except EchoError:
         return None
-    ids: list[int | None] = []
-    for position, entry in enumerate(prompt_logprobs):
-        if entry is None and position == 0:
-            ids.append(None)
-            continue
-        if not isinstance(entry, Mapping) or not entry:
+    if len(listed) != len(echoed):
+        return None
+    for mine, theirs in zip(listed.logprobs[1:], echoed.logprobs[1:], strict=True):
+        if mine is None or theirs is None or abs(mine - theirs) > 1e-6:
             return None
-        wanted = echoed.logprobs[position]
-        picked: int | None = None
-        for key, value in entry.items():
-            if not isinstance(value, Mapping):
-                continue
-            decoded = value.get("decoded_token")
-            logprob = _float_or_none(value.get("logprob"))
-            same_text = decoded is None or str(decoded) == echoed.tokens[position]
-            if same_text and (wanted is None or (logprob is not None and abs(logprob - wanted) < 1e-6)):
-                try:
-                    picked = int(key)
-                except (TypeError, ValueError):
-                    return None
-                break
-        if picked is None:
-            return None
-        ids.append(picked)
-    return tuple(ids)
+    return listed.ids
 
 
 def continuation_nll(echoed: Echoed, boundary: int) -> tuple[float, int]:
@@ -338,11 +322,11 @@ def check_alignment(
             f"returns misaligned prompt log-probabilities: the greedy token {generated_token!r} echoes "
             f"{echoed_value:.2f}, below an alternative at {best:.2f}",
         )
-    return Alignment(**{**found.__dict__, "ok": True})
+    return dataclasses.replace(found, ok=True)
 
 
 def _failed(found: Alignment, reason: str) -> Alignment:
-    return Alignment(**{**found.__dict__, "ok": False, "reason": reason})
+    return dataclasses.replace(found, ok=False, reason=reason)
 
 
 def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None) -> Echoed:

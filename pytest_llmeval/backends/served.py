@@ -488,12 +488,13 @@ class ServedBackend:
                 for w in later
             ]
         )
+        answered = dict(zip((w.begin for w in later), answers, strict=True))
         total, scored = 0.0, 0
         for window in windows:
             if window.begin == 0:
                 nll, count = window_nll(echoed.head(window.end), window.first_scored)
             else:
-                answer = answers[later.index(window)]
+                answer = answered[window.begin]
                 if answer.logprobs is None:
                     raise EchoError(f"a window of the text got no log-probabilities: {answer.error}")
                 got = parse_echo(answer.logprobs, "", answer.completion_tokens)
