@@ -430,21 +430,45 @@ def lora_b_all_zero(adapter: Path) -> bool | None:
     """Whether every LoRA B matrix in the adapter's weights file is zero (peft's initialisation, a save
     before training: the adapter changes no output), read from the file, so that results.json says the
     same whether or not the run loaded the weights (a run served from the cache never does). None for an
-    adapter with no LoRA B matrix (another kind) or no safetensors file."""
-    from safetensors import safe_open
+    adapter with no LoRA B matrix (another kind) or no safetensors file.
 
+    Read from the file's bytes through its header, not through torch: a fully cached re-run imports no
+    torch at all (issue 40)."""
     weights = adapter_weights(adapter)
     if weights is None or weights.suffix != ".safetensors":
         return None
+    try:
+        header = check_safetensors(weights)
+    except InputError:
+        return None  # check_adapter_folder has said what is wrong with it
     found = False
-    with safe_open(str(weights), framework="pt") as f:
-        for key in f.keys():
+    with weights.open("rb") as f:
+        start = 8 + int.from_bytes(f.read(8), "little")  # the data buffer follows the header
+        for key, entry in header.items():
             parts = key.split(".")
-            if "lora_B" in parts or "lora_embedding_B" in parts:
-                found = True
-                if bool(f.get_tensor(key).any()):
-                    return False
+            if key == "__metadata__" or not ("lora_B" in parts or "lora_embedding_B" in parts):
+                continue
+            found = True
+            begin, end = entry["data_offsets"]
+            f.seek(start + begin)
+            if not _all_zero(f.read(end - begin), str(entry.get("dtype", ""))):
+                return False
     return True if found else None
+
+
+# Floating-point dtypes of safetensors by element size: their sign bit alone set is -0.0, which is zero.
+_FLOAT_SIGN = {"F16": (2, 0x8000), "BF16": (2, 0x8000), "F32": (4, 1 << 31), "F64": (8, 1 << 63)}
+
+
+def _all_zero(data: bytes, dtype: str) -> bool:
+    """Whether every element of a tensor's raw little-endian bytes is zero (-0.0 included, as torch's
+    `any()` counts it)."""
+    if not any(data):
+        return True
+    if dtype not in _FLOAT_SIGN:
+        return False
+    size, sign = _FLOAT_SIGN[dtype]
+    return not any(int.from_bytes(data[i : i + size], "little") & ~sign for i in range(0, len(data), size))
 
 
 def check_adapter_fits(adapter: Path, base_path: str) -> None:
@@ -573,11 +597,11 @@ def _check_adapter_fits(adapter: Path, weights: Path, base_path: str) -> None:
 def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
     """The Japanese adaptation document's parameter efficiency (§2) of an adapter, from the files alone:
     the adapter's own parameters (every tensor of its weights file: LoRA matrices, trained token rows,
-    saved modules), the base's (counted on a meta-device model, nothing loaded), the ratio of the adapter's
-    to the total and the reduction 1 - ratio. Works when every output came from the cache and no weight
-    was ever loaded."""
-    from safetensors import safe_open
+    saved modules), the base's, the ratio of the adapter's to the total and the reduction 1 - ratio.
+    Works when every output came from the cache and no weight was ever loaded.
 
+    Both counts come from the safetensors headers (no torch: a fully cached re-run imports none); a base
+    whose weights are another format is counted on a meta-device model instead."""
     weights = adapter_weights(adapter)
     if weights is None or weights.suffix != ".safetensors":
         return {
@@ -587,12 +611,12 @@ def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
             "efficiency_ratio": None,
             "parameter_reduction": None,
         }
-    trainable = 0
-    with safe_open(str(weights), framework="pt") as f:
-        for key in f.keys():
-            trainable += math.prod(f.get_slice(key).get_shape())
-    # parameters() yields tied weights (input and output embeddings) once, as the model holds them.
-    base = sum(p.numel() for p in _meta_model(base_path).parameters())
+    trainable = sum(
+        math.prod(entry["shape"])
+        for key, entry in check_safetensors(weights).items()
+        if key != "__metadata__" and isinstance(entry, dict)
+    )
+    base = _base_params(base_path)
     total = base + trainable
     return {
         "total_params": total,
@@ -601,6 +625,21 @@ def parameter_efficiency(adapter: Path, base_path: str) -> dict[str, Any]:
         "efficiency_ratio": trainable / total,
         "parameter_reduction": 1.0 - trainable / total,
     }
+
+
+def _base_params(base_path: str) -> int:
+    """The base model's parameter count as `model.parameters()` yields it (tied input and output
+    embeddings once): the sum of its safetensors tensors' shapes, less an `lm_head.weight` that a model
+    with tied embeddings saved anyway; else counted on the meta-device model."""
+    shapes = _weight_shapes(base_path)
+    if not shapes:
+        return sum(p.numel() for p in _meta_model(base_path).parameters())
+    try:
+        config = json.loads((Path(base_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    tied = isinstance(config, dict) and config.get("tie_word_embeddings") is True
+    return sum(math.prod(shape) for name, shape in shapes.items() if not (tied and name == "lm_head.weight"))
 
 
 def preflight(spec: ModelSpec, option: str = "--base-model") -> ResolvedBase:

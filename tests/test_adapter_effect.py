@@ -106,3 +106,16 @@ def test_adapter_effect_compares_texts_and_measurements() -> None:
     assert adapter_effect([record("a", "a"), record(0.5, 0.25, measured=True)]) == "changed"
     assert adapter_effect([record("a", "b")]) == "changed"
     assert adapter_effect([]) is None
+
+
+def test_zero_is_read_from_raw_bytes_as_torch_reads_it() -> None:
+    """lora_b_all_zero reads the file's bytes (no torch): -0.0 is zero, as torch's any() counts it."""
+    import struct
+
+    from pytest_llmeval.models import _all_zero
+
+    assert _all_zero(struct.pack("<4f", 0.0, -0.0, 0.0, -0.0), "F32")
+    assert not _all_zero(struct.pack("<4f", 0.0, -0.0, 1e-30, 0.0), "F32")
+    assert _all_zero(bytes([0, 0x80, 0, 0]), "BF16") and not _all_zero(bytes([1, 0x80, 0, 0]), "BF16")
+    assert not _all_zero(bytes([0, 0x80]), "I16")  # an integer's sign bit alone is a value
+    assert _all_zero(bytes(16), "I64")

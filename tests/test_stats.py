@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -896,3 +897,26 @@ def test_rows_needed_for_a_vanishing_effect_is_the_normal_count_not_an_overflow(
         sd = TARGET_DIFFERENCE * math.sqrt(rows) / z
         needed = power_analysis_continuous(10, sd, bounded=False).n_for_target
         assert needed is not None and abs(needed - rows) <= 3
+
+
+def test_a_comparison_is_computed_once_per_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gates, slices and results.json compare the same pair again: one computation per distinct inputs."""
+    import pytest_llmeval.stats as module
+
+    calls: list[int] = []
+    real = module._compare_paired
+
+    def counted(*args: Any, **kwargs: Any) -> module.PairedComparison:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "_compare_paired", counted)
+    monkeypatch.setattr(module, "_COMPARED", {})
+    first = module.compare_paired([1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1])
+    assert module.compare_paired([1.0, 0.0, 1.0, 1.0, 0.0, 1.0], [0, 0, 1, 0, 0, 1]) is first
+    assert len(calls) == 1
+    # Any other input or parameter is another computation, with its own answer.
+    assert module.compare_paired([1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1], alpha=0.01).alpha == 0.01
+    assert module.compare_paired([1, 1, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1]).difference != first.difference
+    assert module.compare_paired([1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1], seed=1).ci_low is not None
+    assert len(calls) == 4
