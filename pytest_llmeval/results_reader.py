@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 
@@ -34,31 +34,26 @@ def document_problem(document: Any) -> str | None:
     holds what every reader of one relies on (a baseline comparison, the history, check, report)."""
     if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
         return "no benchmarks list"
-    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_RESULTS_DEPTH:
-            top = re.split(r"[.\[]", where, maxsplit=1)[0]
-            return f"{top or 'the document'} is nested more than {MAX_RESULTS_DEPTH} levels deep"
-        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
-            return f"{where} is {value!r}, out of any range a results.json holds"
-        if isinstance(value, dict):
-            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
-        elif isinstance(value, list):
-            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    # Every value of a large document is visited: its path is spelled out only for the one at fault
+    # (issue 40: building each path's string was most of reading back a 10,000-row results.json).
+    if not _sound(document):
+        return _unsound_where(document)
     for i, bench in enumerate(document["benchmarks"]):
         if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
             return f"benchmarks[{i}] has no benchmark_file"
+    fields = _Fields(document)
     for pattern, kinds in READ_FIELDS:
-        for where, value in _matches(document, pattern.split(".")):
+        for path, value in fields.found(pattern):
             if not any(_KINDS[kind](value) for kind in kinds):
+                where = _spelled(path)
                 return f"{where} is {_shown(value)}, not {' or '.join(_KIND_NAMES[k] for k in kinds)}"
     for pattern, keys in REQUIRED_FIELDS:
-        for where, value in _matches(document, pattern.split(".")):
+        for path, value in fields.found(pattern):
             for key in keys:
                 if key not in value:
-                    return f"{where} has no {key}"
-    for where, row in _matches(document, _ROW.split(".")):
+                    return f"{_spelled(path)} has no {key}"
+    for path, row in fields.found(_ROW):
+        where = _spelled(path)
         for name, given in row.get("models", {}).items():
             found = given.get("score")
             if not isinstance(found, dict):
@@ -183,19 +178,90 @@ _KIND_NAMES = {
 }
 
 
-def _matches(value: Any, parts: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, value) of each field `parts` names under `value` ("*": every key or item); absent: none."""
-    if not parts:
-        yield where, value
-        return
-    head, rest = parts[0], parts[1:]
-    if isinstance(value, dict):
-        keys = list(value) if head == "*" else [head] if head in value else []
-        for key in keys:
-            yield from _matches(value[key], rest, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list) and head == "*":
-        for i, item in enumerate(value):
-            yield from _matches(item, rest, f"{where}[{i}]")
+def _sound(document: Any) -> bool:
+    """No value nested deeper than MAX_RESULTS_DEPTH and no number out of range: one pass, no paths."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_RESULTS_DEPTH:
+            return False
+        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
+            return False
+        if isinstance(value, (dict, list)) and value and depth >= MAX_RESULTS_DEPTH:
+            return False  # its children are nested too deep, whatever they are
+        # Strings, ints, booleans and null can be neither too deep (above) nor out of range: not stacked.
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in value.values() if isinstance(v, (dict, list, float))]
+        elif isinstance(value, list):
+            stack += [(v, depth + 1) for v in value if isinstance(v, (dict, list, float))]
+    return True
+
+
+def _unsound_where(document: Any) -> str:
+    """What _sound refused, named by its path (the same walk, spelling out every path)."""
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_RESULTS_DEPTH:
+            top = re.split(r"[.\[]", where, maxsplit=1)[0]
+            return f"{top or 'the document'} is nested more than {MAX_RESULTS_DEPTH} levels deep"
+        if isinstance(value, float) and not -MAX_RESULTS_NUMBER <= value <= MAX_RESULTS_NUMBER:
+            return f"{where} is {value!r}, out of any range a results.json holds"
+        if isinstance(value, dict):
+            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    raise AssertionError("_unsound_where called on a sound document")
+
+
+# A field's place: None for the document, else (its parent's place, its key or index). Linked rather than
+# spelled out: only the place an error names is ever spelled (_spelled).
+FieldPath = tuple["FieldPath", str | int] | None
+
+
+class _Fields:
+    """The fields patterns name in one document; every prefix is expanded once for all patterns sharing it
+    (READ_FIELDS has dozens under `benchmarks.*.rows.*`: each row is found once, not once per pattern)."""
+
+    def __init__(self, document: Any) -> None:
+        self._levels: dict[tuple[str, ...], list[tuple[FieldPath, Any]]] = {(): [(None, document)]}
+
+    def found(self, pattern: str) -> list[tuple[FieldPath, Any]]:
+        """(place, value) of each field `pattern` names ("*": every key or item), in document order (the
+        order a depth-first walk finds them); absent: none."""
+        parts = tuple(pattern.split("."))
+        done = len(parts)
+        while parts[:done] not in self._levels:
+            done -= 1
+        level = self._levels[parts[:done]]
+        for n in range(done, len(parts)):
+            head = parts[n]
+            below: list[tuple[FieldPath, Any]] = []
+            for path, item in level:
+                if isinstance(item, dict):
+                    if head == "*":
+                        below += [((path, str(k)), v) for k, v in item.items()]  # ints: indexes
+                    elif head in item:
+                        below.append(((path, head), item[head]))
+                elif isinstance(item, list) and head == "*":
+                    below += [((path, i), v) for i, v in enumerate(item)]
+            level = self._levels[parts[: n + 1]] = below
+        return level
+
+
+def _spelled(path: FieldPath) -> str:
+    """A place as messages name it: `benchmarks[0].rows[3].id`."""
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    where = ""
+    for key in reversed(keys):
+        if isinstance(key, int):
+            where += f"[{key}]"
+        else:
+            where = f"{where}.{key}" if where else key
+    return where
 
 
 def _shown(value: Any) -> str:

@@ -64,6 +64,9 @@ class SavedBackend:
         self.benchmarks = benchmarks  # benchmark name -> the parsed file: the evaluator's
         self.max_new_tokens = max_new_tokens
         self._predictions: list[Prediction] | None = None
+        # Id -> its predictions, in file order: a row's lookup reads its id's few, not the whole file.
+        self._by_id: dict[str, list[Prediction]] | None = None
+        self._has_base: bool | None = None
         self._name: str | None = None
         # node id -> column -> the row's saved texts, found by prompt() for generate()
         self._found: dict[str, dict[str, list[str]]] = {}
@@ -74,9 +77,19 @@ class SavedBackend:
             self._predictions = load_predictions(self.path)
         return self._predictions
 
+    def by_id(self) -> dict[str, list[Prediction]]:
+        """The predictions grouped by id, in file order (built once)."""
+        if self._by_id is None:
+            self._by_id = {}
+            for p in self.predictions():
+                self._by_id.setdefault(p.id, []).append(p)
+        return self._by_id
+
     def has_base(self) -> bool:
         """Base predictions are saved beside the predictions: these then play an adapter."""
-        return any(p.base_prediction is not None for p in self.predictions())
+        if self._has_base is None:  # asked once per row: the answer is the file's, worked out once
+            self._has_base = any(p.base_prediction is not None for p in self.predictions())
+        return self._has_base
 
     def columns(self) -> list[str]:
         return [BASE, ADAPTER] if self.has_base() else [BASE]
@@ -96,7 +109,13 @@ class SavedBackend:
         matched by its prediction, which is simply not scored in this run."""
         rows = {(name, case.id) for name, bench in self.benchmarks.items() for case in bench.cases}
         rows |= {(r.benchmark["name"], r.case.id) for r in self.rows.values()}
-        return [p.id for p in self.predictions() if not any(predicts(p, b, i) for b, i in rows)]
+        # Each prediction is matched against the benchmarks holding its id only: linear in rows + predictions.
+        names: dict[str, list[str]] = {}
+        for b, i in rows:
+            names.setdefault(i, []).append(b)
+        return [
+            p.id for p in self.predictions() if not any(predicts(p, b, p.id) for b in names.get(p.id, ()))
+        ]
 
     def roster(self, domain_globs: tuple[str, ...]) -> Roster:
         """The columns: with base predictions saved, `prediction` plays an adapter, gated like one (its
@@ -136,7 +155,7 @@ class SavedBackend:
         """A row's saved texts per column, and whether they were saved as lists (samples)."""
         ref = self.rows[node]
         name = ref.benchmark["name"]
-        matches = [p for p in self.predictions() if predicts(p, name, ref.case.id)]
+        matches = [p for p in self.by_id().get(ref.case.id, ()) if predicts(p, name, ref.case.id)]
         if not matches:
             raise BackendError(f"{name}:{ref.case.line}: no prediction for id '{ref.case.id}' in {self.path}")
         if len(matches) > 1:

@@ -162,8 +162,6 @@ class GateRunner:
             return gates.Verdict(
                 name, "skip", f"no row of {benchmark} ran in this session (deselected?)", {}
             ), None
-        from pytest_llmeval.stats import compare_paired
-
         if name == "no_regression":
             info = self.rowplan.rows[wanted[0]].benchmark
             baseline = self.baselines.for_benchmark(info, self.identity())
@@ -213,6 +211,9 @@ class GateRunner:
             )
             if lacking is not None and decision is None:
                 return lacking, None
+            # Imported where a comparison is made: scipy costs 0.6 s of a base-only run that makes none.
+            from pytest_llmeval.stats import compare_paired
+
             cmp = compare_paired(adapter, base, alpha=opts.alpha, bounded=bounded) if adapter else None
         blocks = None if cmp is None else comparison_blocks(cmp, measure)
         if name == "better_than_base":

@@ -1,0 +1,130 @@
+"""The plugin's cost per row grows linearly with the rows (issue 40; bench/overhead.py measures the time).
+
+No wall times here: these count the work a run does per row, and check the fast paths say what the slow
+ones said.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from helpers import jsonl, row
+
+import pytest_llmeval.backends.saved as saved
+from pytest_llmeval.results_reader import document_problem
+
+ROWS = 300
+
+
+@pytest.fixture(autouse=True)
+def _rootdir(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+
+
+def test_saved_predictions_are_matched_in_linear_work(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every row looks up its prediction and the run lists the unmatched ones: with an index by id that is a
+    # few `predicts` calls per row; matching each row against the whole file is ROWS * ROWS of them.
+    calls = 0
+    real = saved.predicts
+
+    def counted(*args: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    monkeypatch.setattr(saved, "predicts", counted)
+    rows = [row(f"r{i}", expected=f"answer {i % 7}") for i in range(ROWS)]
+    pytester.makefile(".jsonl", bench=jsonl(rows))
+    preds = [{"id": f"r{i}", "prediction": f"answer {i % 7}" if i % 5 else "wrong"} for i in range(ROWS)]
+    (pytester.path / "preds.jsonl").write_text(jsonl(preds))
+    result = pytester.runpytest_inprocess(
+        "--llmeval-predictions=preds.jsonl",
+        "-m",
+        "not gate",
+        "--llmeval-no-history",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=ROWS - ROWS // 5, failed=ROWS // 5)
+    assert calls <= 4 * ROWS, f"{calls} predicts() calls for {ROWS} rows: quadratic matching"
+
+
+def _document(rows: int) -> dict[str, Any]:
+    """A results document of `rows` exact-match rows, in the shape every reader of one relies on."""
+    return {
+        "benchmarks": [
+            {
+                "benchmark_file": "bench.jsonl",
+                "benchmark_hash": "0" * 64,
+                "gates": {"size": {"status": "pass"}},
+                "rows": [
+                    {
+                        "id": f"r{i}",
+                        "evaluated": "base",
+                        "evaluation_type": "exact_match",
+                        "evaluation_config": {},
+                        "difficulty": "easy",
+                        "models": {"base": {"output": "x", "score": {"value": 1.0, "threshold": 1.0}}},
+                    }
+                    for i in range(rows)
+                ],
+            }
+        ],
+        "models": [{"column": "base", "kind": "base"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        (["rows", 1500, "id", 3], "benchmarks[0].rows[1500].id is 3, not a string"),
+        (["rows", 1999, "evaluated", None], "benchmarks[0].rows[1999].evaluated is null, not a string"),
+        (
+            ["rows", 700, "models", "base", "score", "value", 1e300],
+            "benchmarks[0].rows[700].models.base.score.value is 1e+300, "
+            "out of any range a results.json holds",
+        ),
+        (
+            ["rows", 3, "evaluation_config", [1]],
+            "benchmarks[0].rows[3].evaluation_config is [1], not an object",
+        ),
+    ],
+)
+def test_a_damaged_field_is_named_by_its_place_among_many_rows(fault: list[Any], message: str) -> None:
+    # The check walks every value without spelling its place, and spells only the one at fault: the place
+    # must still be the field's, and a sound document of as many rows must pass.
+    document = _document(2000)
+    assert document_problem(copy.deepcopy(document)) is None
+    target: Any = document["benchmarks"][0]
+    for key in fault[:-2]:
+        target = target[key]
+    target[fault[-2]] = fault[-1]
+    assert document_problem(json.loads(json.dumps(document))) == message
+
+
+def test_a_row_without_a_required_field_is_named() -> None:
+    document = _document(50)
+    del document["benchmarks"][0]["rows"][42]["models"]
+    assert document_problem(document) == "benchmarks[0].rows[42] has no models"
+
+
+@pytest.mark.parametrize(("levels", "leaf"), [(70, []), (61, "x"), (61, 1.5)])
+def test_nesting_too_deep_is_found_below_a_sound_document(levels: int, leaf: Any) -> None:
+    # `extra` is at depth 3: 61 lists below it put a string or number (which the walk does not stack) at
+    # depth 65, one past the limit, and the check must still see it.
+    document = _document(10)
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(levels):
+        inner.append([])
+        inner = inner[0]
+    inner.append(leaf)
+    document["benchmarks"][0]["extra"] = deep
+    assert document_problem(document) == "benchmarks is nested more than 64 levels deep"
+    inner.clear()  # one level less: within the limit
+    assert document_problem(document) is None or levels == 70
