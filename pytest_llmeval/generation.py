@@ -24,6 +24,8 @@ PLAIN_TEMPLATE = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### 
 # Below this, splitting the prompt into a shared and an own part costs more than it saves.
 MIN_SHARED_PREFIX = 8
 PLAIN_TEMPLATE_NO_INPUT = "### Instruction:\n{instruction}\n\n### Response:\n"
+# peft's name for "no adapter" in a mixed-adapter batch (generate's `adapters`).
+BASE_ADAPTER = "__base__"
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,7 @@ def generate(
     max_padding: float = MAX_PADDING,
     strip: bool = True,
     counts: Tokens | None = None,
+    adapters: Sequence[str] | None = None,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
@@ -268,6 +271,9 @@ def generate(
     `strip=False` keeps the whitespace around each output: a completion-style row's output continues its
     prompt, and the indentation of its first line is code.
     `counts`, when given, receives each prompt's tokens read and generated (what a run spent).
+    `adapters`, on a peft model: each prompt's adapter by its peft name (BASE_ADAPTER for the bare base), so
+    that one batch holds rows of several columns of the same weights (peft's mixed-adapter batches); None:
+    the model as it is set now.
     """
     import torch
 
@@ -278,6 +284,8 @@ def generate(
     limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(limits) != len(prompts):
         raise ValueError("max_new_tokens must be an int or one limit per prompt")
+    if adapters is not None and len(adapters) != len(prompts):
+        raise ValueError("adapters must name one adapter per prompt")
     encoded: list[list[int]] = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
     eos_ids = _eos_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
@@ -316,6 +324,7 @@ def generate(
                 sampler=None
                 if sampling is None
                 else sampling.sampler([sampling.seeds[i] for i in rows], device),
+                adapters=None if adapters is None else [adapters[i] for i in rows],
             )
         for i, row_tokens in zip(rows, tokens, strict=True):
             text = tokenizer.decode(row_tokens, skip_special_tokens=True)
@@ -405,13 +414,15 @@ def _decode(
     limits: list[int],
     eos_ids: list[int],
     sampler: Callable[[torch.Tensor, list[int]], torch.Tensor] | None = None,
+    adapters: list[str] | None = None,
 ) -> list[list[int]]:
     """Greedy decoding with a KV cache; a row leaves the batch as soon as it ends (EOS or its own limit).
 
     Equivalent to transformers' generate() with do_sample=False and no logits processors (argmax of the
     last position's logits), but finished rows stop costing compute: in a batch where most rows answer in
     a few tokens and one rambles to its limit, the others are not decoded along with it. With a sampler,
-    each step's token is drawn from it instead of the argmax.
+    each step's token is drawn from it instead of the argmax. With `adapters` (one peft adapter name per
+    row), every forward pass runs each row through its own adapter (peft's `adapter_names`).
     """
     import torch
     from transformers import DynamicCache
@@ -419,9 +430,21 @@ def _decode(
     batch = ids.shape[0]
     cache = DynamicCache(config=model.config)
     kv = {cache_kwarg(model): cache, "use_cache": True}
-    if shared:
+
+    def names(rows: list[int]) -> dict[str, Any]:
+        # peft takes one adapter name per row of the forward's batch, in the cache's batch order.
+        return {} if adapters is None else {"adapter_names": [adapters[r] for r in rows]}
+
+    if shared and adapters is None:
         model(input_ids=ids[:1, :shared], logits_to_keep=1, **kv)
         cache.batch_repeat_interleave(batch)  # (1, ...) -> (B, ...): the same prefix for every row
+    elif shared and adapters is not None:
+        # The prefix's keys and values depend on the adapter: computed once per distinct adapter (K rows),
+        # then each row takes its adapter's (batch_select_indices with repeated indices).
+        distinct = list(dict.fromkeys(adapters))
+        prefix = ids[:1, :shared].expand(len(distinct), shared)  # (K, P): the same tokens for each adapter
+        model(input_ids=prefix, logits_to_keep=1, adapter_names=distinct, **kv)
+        cache.batch_select_indices(torch.tensor([distinct.index(a) for a in adapters], device=ids.device))
     # Positions count real tokens only, so a padded row sees the positions it would see alone.
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P + S)
     out = model(
@@ -429,6 +452,7 @@ def _decode(
         attention_mask=mask,
         position_ids=positions[:, shared:],
         logits_to_keep=1,
+        **names(list(range(batch))),
         **kv,
     )
     if cache.get_seq_length() != ids.shape[1]:
@@ -460,6 +484,7 @@ def _decode(
             input_ids=step[:, None],  # (A, 1)
             attention_mask=mask,
             position_ids=next_pos[:, None],  # (A, 1)
+            **names(alive),
             **kv,
         )
         next_pos = next_pos + 1

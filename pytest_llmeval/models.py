@@ -810,6 +810,29 @@ class LoadedModel:
                 model.set_adapter(side)
             yield
 
+    def adapter_names(self, sides: Sequence[str | None]) -> list[str] | None:
+        """Each column's adapter as peft names it in a mixed-adapter batch (generation.generate's
+        `adapters`), as `active` picks it: its name, else BASE_ADAPTER for the bare base. None when no adapter
+        is loaded: the model is itself whatever the column."""
+        from pytest_llmeval.generation import BASE_ADAPTER
+
+        if not self.adapters:
+            return None
+        return [side if side is not None and side in self.adapters else BASE_ADAPTER for side in sides]
+
+    def mixes_adapters(self) -> bool:
+        """Whether peft can run rows of every adapter here in one batch (`adapter_names`): plain LoRA only,
+        as its adapter_config.json says (peft refuses DoRA there, and other adapter types have no such path).
+        Read from the files: it is decided before the weights load."""
+        for folder in self.adapters.values():
+            try:
+                config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return False
+            if not isinstance(config, dict) or config.get("peft_type") != "LORA" or config.get("use_dora"):
+                return False
+        return True
+
 
 def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerBase:
     """A tokenizer set up for batched generation: left padding (new tokens are appended on the right of

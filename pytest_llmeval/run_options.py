@@ -96,6 +96,9 @@ class RunOptions:
     cache_dir: Path | None = None  # --llmeval-cache-dir (default: pytest's cache); None: --llmeval-no-cache
     context_overflow: str = "error"  # --llmeval-context-overflow: generation.OVERFLOW_POLICIES
     token_budget: int | None = 32768  # --llmeval-token-budget: padded tokens per generation batch
+    # --llmeval-mixed-batches: every column of the shared weights in one generation batch (auto | on | off;
+    # auto: backends.local.LocalBackend.mixes decides by the device).
+    mixed_batches: str = "auto"
     # The columns beside the base (several --adapter, --llmeval-model, --llmeval-reference); empty: the
     # one --adapter of spec, if any (Evaluator.roster builds its column).
     roster: Roster = field(default_factory=Roster)

@@ -212,6 +212,7 @@ class Settings:
             cache_dir=_generation_cache_dir(config),
             context_overflow=opt.llmeval_context_overflow,
             token_budget=opt.llmeval_token_budget,
+            mixed_batches=opt.llmeval_mixed_batches,
             roster=roster,
             adjust=opt.llmeval_adjust,
             endpoint=endpoint,

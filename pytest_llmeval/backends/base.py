@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pytest_llmeval.backends import Capability, Source
@@ -99,6 +99,7 @@ class Result:
 
 
 Columns = dict[str, list[Result]]  # column -> one result per request, in request order
+ColumnRequest = tuple[str, GenRequest]  # one output of one column, in a batch that holds several columns
 
 
 class Backend(Protocol):
@@ -192,4 +193,20 @@ class Backend(Protocol):
 
     def run_meta(self, meta: dict[str, Any], hardware: dict[str, Any] | None) -> dict[str, Any]:
         """results.json's run-level settings as this backend sets them (`hardware`: as worked out before)."""
+        ...
+
+
+@runtime_checkable
+class MixesColumns(Protocol):
+    """An optional capability beside Backend: several columns of one group generated in one batch (the
+    local backend's base and adapters on the shared weights, each row through its own adapter). A backend
+    without it is asked one column at a time (Backend.generate), which gives the same outputs."""
+
+    def mixes(self, columns: Sequence[str]) -> bool:
+        """Whether these columns (one group) are generated together by generate_columns."""
+        ...
+
+    def generate_columns(self, requests: Sequence[ColumnRequest]) -> list[Result]:
+        """One batch of outputs of several columns, one result per request in request order; raises like
+        Backend.generate when the batch as a whole failed."""
         ...

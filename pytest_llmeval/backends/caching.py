@@ -11,11 +11,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.backends.base import Backend, Columns, GenRequest, MeasureRequest, Result
+from pytest_llmeval.backends.base import (
+    Backend,
+    ColumnRequest,
+    Columns,
+    GenRequest,
+    MeasureRequest,
+    MixesColumns,
+    Result,
+)
 from pytest_llmeval.cache import (
     CacheStats,
     FileIndex,
     GenerationCache,
+    Lookup,
     key_material,
     sha256_json,
 )
@@ -85,6 +94,62 @@ class Cached:
             results[i] = result
         self.notices.extend(store.take_problems())
         return results
+
+    def mixes(self, columns: Sequence[str]) -> bool:
+        """Whether `inner` generates these columns in one batch (base.MixesColumns; else one at a time).
+
+        Only where every column's outputs are batch-invariant (exact float32) or not cached: a bf16 or fp16
+        output is keyed by the column's own batch (cache.batch_digest), and one made in a mixed batch
+        differs from it by rounding, so storing it under that key would make the cache lie."""
+        if not (isinstance(self.inner, MixesColumns) and self.inner.mixes(columns)):
+            return False
+        keyed = [self._keyed(c) for c in columns]
+        return all(k is None or k[1].batch_invariant for k in keyed)
+
+    def generate_columns(self, requests: Sequence[ColumnRequest]) -> list[Result]:
+        """generate() for several columns at once (mixes): each column's requests looked up in its own
+        store and side exactly as generate() looks them up alone (the same keys: a column's batch is its
+        own requests, in order), and every column's misses made by `inner` in one mixed batch."""
+        if not isinstance(self.inner, MixesColumns):
+            raise TypeError(f"{type(self.inner).__name__} does not generate several columns in one batch")
+        by_column: dict[str, list[int]] = {}
+        for i, (column, _) in enumerate(requests):
+            by_column.setdefault(column, []).append(i)
+        results: list[Result | None] = [None] * len(requests)
+        looks: list[tuple[GenerationCache, Lookup, list[int]]] = []
+        todo: list[int] = []
+        for column, these in by_column.items():
+            keyed = self._keyed(column)
+            if keyed is None:
+                todo += these
+                continue
+            store, identity, side = keyed
+            asked = [requests[i][1] for i in these]
+            looked = store.lookup(
+                identity,
+                side,
+                [r.prompted.prompt for r in asked],
+                [r.limit for r in asked],
+                [r.sampled for r in asked],
+                [r.prompted.key for r in asked],
+            )
+            for i, text in zip(these, looked.found, strict=True):
+                if text is not None:
+                    results[i] = Result(value=text)  # tokens None: a stored one spent nothing
+            todo += [these[k] for k in looked.todo]
+            looks.append((store, looked, these))
+        todo.sort()  # the rows in the order they were asked, whichever column misses
+        fresh: dict[int, Result] = {}
+        if todo:
+            made = self.inner.generate_columns([requests[i] for i in todo])
+            fresh = dict(zip(todo, made, strict=True))
+        for store, looked, these in looks:
+            made_here = [fresh[these[k]] for k in looked.todo]
+            store.settle(looked, [None if r.error is not None else str(r.value) for r in made_here])
+        results = [fresh.get(i, found) for i, found in enumerate(results)]
+        if self.store is not None:
+            self.notices.extend(self.store.take_problems())
+        return [r if r is not None else Result(error="not generated") for r in results]
 
     def loglikelihood(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
         return self._measured("loglikelihood", columns, requests)

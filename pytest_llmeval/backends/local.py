@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmeval.backends import Capability, Source, capabilities, production, unavailable
 from pytest_llmeval.backends.base import (
     BackendError,
+    ColumnRequest,
     Columns,
     GenRequest,
     JudgeRuns,
@@ -35,6 +36,14 @@ if TYPE_CHECKING:
     from pytest_llmeval.cache import ModelIdentity
     from pytest_llmeval.costs import Price
     from pytest_llmeval.run_options import RunOptions
+
+
+# --llmeval-mixed-batches auto on CPU: whether every column of the shared weights is generated in one batch.
+# Measured by bench/mixed_batches.py (BENCHMARKS.md, "Every column in one batch"): on 2 CPU cores one batch
+# took 0.97x the time of three passes, the same outputs: slightly faster, so on. (A forward pass on CPU costs
+# about its rows; what one batch saves is the per-step overhead.) On a GPU, where a step of a few rows leaves
+# the device mostly idle, it is on by design: not measured yet.
+MIXED_ON_CPU = True
 
 
 def adapter_of(column: str) -> str | None:
@@ -319,13 +328,49 @@ class LocalBackend:
     def generate(self, column: str, requests: Sequence[GenRequest]) -> list[Result]:
         """One batch through generation.generate, the column's adapter on (greedy, or sampled at the
         requests' one temperature, each with its seed); the tokens each request read and wrote."""
+        return self._generated(self.weights.model_of(column), requests, side=adapter_of(column))
+
+    def mixes(self, columns: Sequence[str]) -> bool:
+        """Whether a group's columns are generated in one batch (--llmeval-mixed-batches; base.MixesColumns):
+        several columns on the shared weights and their tokenizer, every adapter plain LoRA; under `auto`, on
+        a GPU (on CPU: MIXED_ON_CPU)."""
+        mode = self.options.mixed_batches
+        if mode == "off" or len(columns) < 2:
+            return False
+        own = self.weights.model_columns()
+        if any(c in own for c in columns):
+            return False
+        loaded = self.weights.loaded()
+        own_tokenizer = any(loaded.for_column(adapter_of(c)) is not loaded for c in columns)
+        if own_tokenizer or not loaded.mixes_adapters():
+            return False
+        return mode == "on" or loaded.device.type == "cuda" or MIXED_ON_CPU
+
+    def generate_columns(self, requests: Sequence[ColumnRequest]) -> list[Result]:
+        """Several columns of one group (mixes) in one batch: each row through its column's adapter (peft's
+        mixed-adapter batches), the rest as generate."""
+        loaded = self.weights.model_of(requests[0][0])
+        adapters = loaded.adapter_names([adapter_of(column) for column, _ in requests])
+        return self._generated(loaded, [r for _, r in requests], adapters=adapters)
+
+    def _generated(
+        self,
+        loaded: LoadedModel,
+        requests: Sequence[GenRequest],
+        *,
+        side: str | None = None,
+        adapters: list[str] | None = None,
+    ) -> list[Result]:
+        """`requests` in one generate() call: with adapter `side` on, or each row through its own adapter
+        (`adapters`, peft names; the model's adapter setting is then not read)."""
+        import contextlib
+
         from pytest_llmeval.generation import Sampling, Tokens, generate
 
-        loaded = self.weights.model_of(column)
         sampled = [r.sampled for r in requests]
         counts = Tokens()
         try:
-            with loaded.active(adapter_of(column)):
+            with loaded.active(side) if adapters is None else contextlib.nullcontext():
                 texts = generate(
                     loaded.model,
                     loaded.tokenizer,
@@ -338,6 +383,7 @@ class LocalBackend:
                     else Sampling(temperature=sampled[0][0], seeds=[s[1] for s in sampled if s is not None]),
                     strip=False,
                     counts=counts,
+                    adapters=adapters,
                 )
         except ModelError as exc:  # the weights did not load (on the first cache miss): no row can run
             raise BackendError(str(exc)) from None

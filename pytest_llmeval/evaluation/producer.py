@@ -21,6 +21,7 @@ from pytest_llmeval.backends import Capability, Source
 from pytest_llmeval.backends.base import (
     Backend,
     BackendError,
+    ColumnRequest,
     GenRequest,
     MeasureRequest,
     Prompted,
@@ -248,7 +249,9 @@ class Producer:
     def _generate(self, nodeids: list[str]) -> None:
         """Generate a chunk's rows for every column, group by group (Backend.groups). A row that cannot be
         prompted (--llmeval-context-overflow error), or on which generation fails in any column, becomes an
-        error of its own (row_errors); every other row of the chunk is generated and scored as usual."""
+        error of its own (row_errors); every other row of the chunk is generated and scored as usual.
+        A group the backend generates together (--llmeval-mixed-batches; base.MixesColumns) is one batch of
+        every column's rows, with the same outputs."""
         backend = self.backend()
         texts: dict[tuple[str, str], list[str]] = {}  # (node id, column) -> its outputs, one per sample
         listed: set[str] = set()  # rows whose outputs are samples (pass@k), scored as such
@@ -262,23 +265,69 @@ class Producer:
                 self._fail(ok, str(exc))
                 break
             ok = [n for n in ok if n in fitted]
+            if self.cached().mixes(group):
+                self._generate_mixed(group, ok, fitted, listed, texts)
+                ok = [n for n in ok if n not in self.row_errors]
+                continue
             for column in group:
                 requests = self._requests(column, ok, fitted, listed)
                 started = time.perf_counter()
                 results = self._isolated(column, requests)
-                tokens: dict[str, tuple[int | None, int | None]] = {}
-                for request, result in zip(requests, results, strict=True):
-                    if result.error is not None:
-                        self._fail([request.node], result.error)
-                        continue
-                    texts.setdefault((request.node, column), []).append(str(result.value))
-                    if result.tokens is not None:  # None: from the cache, nothing spent
-                        tokens[request.node] = _summed(tokens.get(request.node, (0, 0)), result.tokens)
+                tokens = self._kept(column, requests, results, texts)
                 if backend.metered:
                     seconds = time.perf_counter() - started
                     self.ledger.spend(column, ok, seconds, tokens, backend.price(column))
                 ok = [n for n in ok if n not in self.row_errors]
         self._keep_outputs(ok, texts, listed)
+
+    def _generate_mixed(
+        self,
+        group: list[str],
+        ok: list[str],
+        fitted: dict[str, Prompted],
+        listed: set[str],
+        texts: dict[tuple[str, str], list[str]],
+    ) -> None:
+        """Every column of a group in one batch (Cached.generate_columns): each column's outputs kept and
+        its spending recorded as if it had been generated alone."""
+        backend = self.backend()
+        tagged = [(column, r) for column in group for r in self._requests(column, ok, fitted, listed)]
+        started = time.perf_counter()
+        results = self._isolated_columns(group, tagged)
+        spent: dict[str, dict[str, tuple[int | None, int | None]]] = {}
+        for column in group:
+            mine = [(r, result) for (c, r), result in zip(tagged, results, strict=True) if c == column]
+            spent[column] = self._kept(column, [r for r, _ in mine], [result for _, result in mine], texts)
+        if not backend.metered:
+            return
+        seconds = time.perf_counter() - started
+        # One batch made every column's outputs, so its seconds are split across the columns in proportion
+        # to the tokens each generated (decoding steps are most of the time); equally when none generated
+        # any (every output from the cache).
+        made = {c: sum(t[1] or 0 for t in spent[c].values()) for c in group}
+        total = sum(made.values())
+        for column in group:
+            share = made[column] / total if total else 1 / len(group)
+            self.ledger.spend(column, ok, seconds * share, spent[column], backend.price(column))
+
+    def _kept(
+        self,
+        column: str,
+        requests: Sequence[GenRequest],
+        results: Sequence[Result],
+        texts: dict[tuple[str, str], list[str]],
+    ) -> dict[str, tuple[int | None, int | None]]:
+        """A column's outputs into `texts` (a failed request fails its row); the (prompt, generated)
+        tokens each row spent, a row served from the cache absent."""
+        tokens: dict[str, tuple[int | None, int | None]] = {}
+        for request, result in zip(requests, results, strict=True):
+            if result.error is not None:
+                self._fail([request.node], result.error)
+                continue
+            texts.setdefault((request.node, column), []).append(str(result.value))
+            if result.tokens is not None:  # None: from the cache, nothing spent
+                tokens[request.node] = _summed(tokens.get(request.node, (0, 0)), result.tokens)
+        return tokens
 
     def _requests(
         self, column: str, nodeids: list[str], fitted: dict[str, Prompted], listed: set[str]
@@ -340,6 +389,57 @@ class Producer:
         for group in by_temperature.values():
             isolated(group)
         return [results[i] for i in range(len(requests))]
+
+    def _isolated_columns(self, group: list[str], tagged: list[ColumnRequest]) -> list[Result]:
+        """Every column's outputs of `tagged` in one mixed batch per temperature (Cached.generate_columns);
+        a batch that raises is split in halves of whole rows (each row's every column and sample together)
+        until the failing row is alone, which is then generated column by column as without mixed batches
+        (_isolated), so that its error names the column it failed in."""
+        cached = self.cached()
+        results: dict[int, Result] = {}
+
+        def isolated(these: list[int]) -> None:
+            if not these:
+                return
+            try:
+                found = cached.generate_columns([tagged[i] for i in these])
+            except BackendError as exc:
+                results.update({i: Result(error=str(exc)) for i in these})
+                return
+            except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
+                rows = list(dict.fromkeys(tagged[i][1].node for i in these))
+                if len(rows) == 1:
+                    alone(these)
+                    return
+                why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
+                columns = list(dict.fromkeys(tagged[i][0] for i in these))
+                self.retries.append({"side": "+".join(columns), "rows": len(rows), "error": why})
+                first = set(rows[: len(rows) // 2])
+                isolated([i for i in these if tagged[i][1].node in first])
+                isolated([i for i in these if tagged[i][1].node not in first])
+                return
+            results.update(zip(these, found, strict=True))
+
+        def alone(these: list[int]) -> None:
+            # One row: column by column in the group's order; once a column fails, the row is an error and
+            # the later columns are not asked (as without mixed batches).
+            failed: Result | None = None
+            for column in group:
+                mine = [i for i in these if tagged[i][0] == column]
+                if failed is not None:
+                    results.update(dict.fromkeys(mine, failed))
+                    continue
+                found = self._isolated(column, [tagged[i][1] for i in mine])
+                results.update(zip(mine, found, strict=True))
+                failed = next((r for r in found if r.error is not None), None)
+
+        # Greedy requests first, then one batch per sampling temperature (a batch samples at one temperature).
+        by_temperature: dict[float | None, list[int]] = {}
+        for i, (_, request) in enumerate(tagged):
+            by_temperature.setdefault(None if request.sampled is None else request.sampled[0], []).append(i)
+        for these in by_temperature.values():
+            isolated(these)
+        return [results[i] for i in range(len(tagged))]
 
     def _keep_outputs(self, ok: list[str], texts: dict[tuple[str, str], list[str]], listed: set[str]) -> None:
         """Every column's outputs of the rows produced in full: texts (whitespace stripped, but for a
