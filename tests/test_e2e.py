@@ -344,3 +344,29 @@ def test_merged_model_matches_its_adapter(
     for r in measured:
         merged, adapter = r["models"]["merged"]["score"], r["models"]["date-iso"]["score"]
         assert merged["perplexity"] == pytest.approx(adapter["perplexity"], rel=1e-4)
+
+
+def test_one_row_runs_alone(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """README's "why did this row fail?" step: `-k` one row generates that row alone (a chunk of one, not
+    the 32-row chunk it is in during a full run) and gives what the full run gave; once cached, it is a
+    cache hit."""
+    doc = main_job[1]
+    args = ["--adapter=adapters/date-iso", "benchmarks/dates.jsonl", "-k", "dates-005"]
+
+    def run(cache_dir: Path, out: Path) -> dict[str, Any]:
+        cmd = [sys.executable, "-m", "pytest", *args, "-q", "--tb=no", "-p", "no:cacheprovider"]
+        cmd += [f"--llmeval-results={out}", f"--llmeval-cache-dir={cache_dir}", "--llmeval-no-history"]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+        return dict(json.loads(out.read_text()))
+
+    cached = run(Path(doc["inference_config"]["cache"]["dir"]), tmp_path / "cached.json")
+    assert cached["inference_config"]["cache"]["hits"] == {"base": 1, "adapter": 1}
+    cold = run(tmp_path / "cold-cache", tmp_path / "cold.json")
+    assert cold["inference_config"]["cache"]["misses"] == {"base": 1, "adapter": 1}
+    full = {r["id"]: r["models"] for r in by_file(doc)["benchmarks/dates.jsonl"]["rows"]}
+    assert [(r["id"], r["models"]) for r in cold["benchmarks"][0]["rows"]] == [
+        ("dates-005", full["dates-005"])
+    ]
