@@ -237,3 +237,26 @@ def without_clocks(document: dict[str, Any]) -> dict[str, Any]:
             for bench, columns in document["cost"]["benchmarks"].items()
         }
     return out
+
+
+# A conftest for pytester: generate() raises on any batch holding an input with EXPLODE in it.
+EXPLODER = """
+from pytest_llmeval import generation
+
+_original = generation.generate
+
+
+def _exploding(model, tokenizer, prompts, **kwargs):
+    # A fault in one input (as a tokenizer or model error on it would be): the whole batch raises.
+    if any("EXPLODE" in p for p in prompts):
+        raise RuntimeError("cannot generate this input")
+    return _original(model, tokenizer, prompts, **kwargs)
+
+
+def pytest_configure(config):
+    generation.generate = _exploding
+
+
+def pytest_unconfigure(config):
+    generation.generate = _original
+"""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jsonl, model_args, row
+from helpers import EXPLODER, jsonl, model_args, row
 
 from pytest_llmeval import generation
 from pytest_llmeval.generation import ELISION, build_prompt, fit_text, token_batches
@@ -226,28 +226,6 @@ def test_a_truncated_row_is_generated_and_says_so(pytester: pytest.Pytester, tin
     assert cut["policy"] == "truncate-left" and cut["context"] == 1024 and cut["prompt_tokens"] + 4 <= 1024
     assert "prompt_truncated" not in rows_by_id(pytester)["short"]["models"]["base"]
     assert results(pytester)["inference_config"]["context_overflow"] == "truncate-left"
-
-
-EXPLODER = """
-from pytest_llmeval import generation
-
-_original = generation.generate
-
-
-def _exploding(model, tokenizer, prompts, **kwargs):
-    # A fault in one input (as a tokenizer or model error on it would be): the whole batch raises.
-    if any("EXPLODE" in p for p in prompts):
-        raise RuntimeError("cannot generate this input")
-    return _original(model, tokenizer, prompts, **kwargs)
-
-
-def pytest_configure(config):
-    generation.generate = _exploding
-
-
-def pytest_unconfigure(config):
-    generation.generate = _original
-"""
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])

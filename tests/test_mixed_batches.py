@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, build_tiny_adapter, build_tiny_model, jsonl, row
+from helpers import EXPLODER, REPO, build_tiny_adapter, build_tiny_model, jsonl, row
 
 from pytest_llmeval.generation import BASE_ADAPTER, Tokens, build_prompt, generate
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
@@ -101,27 +101,6 @@ def test_one_adapter_name_per_prompt(two_adapters: LoadedModel) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 # The plugin on the tiny models: the cache, a failing batch.
-
-EXPLODER = """
-from pytest_llmeval import generation
-
-_original = generation.generate
-
-
-def _exploding(model, tokenizer, prompts, **kwargs):
-    # A fault in one input (as a tokenizer or model error on it would be): the whole batch raises.
-    if any("EXPLODE" in p for p in prompts):
-        raise RuntimeError("cannot generate this input")
-    return _original(model, tokenizer, prompts, **kwargs)
-
-
-def pytest_configure(config):
-    generation.generate = _exploding
-
-
-def pytest_unconfigure(config):
-    generation.generate = _original
-"""
 
 
 def tiny_run(

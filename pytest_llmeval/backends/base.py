@@ -191,6 +191,10 @@ class Backend(Protocol):
         """The process's peak memory with what this backend adds (a GPU's peaks)."""
         ...
 
+    def keep(self) -> None:
+        """At the end of the process: keep what the next run can reuse (the local backend's recall.py)."""
+        ...
+
     def run_meta(self, meta: dict[str, Any], hardware: dict[str, Any] | None) -> dict[str, Any]:
         """results.json's run-level settings as this backend sets them (`hardware`: as worked out before)."""
         ...

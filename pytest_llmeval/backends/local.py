@@ -9,7 +9,7 @@ No torch at import: models.py, generation.py and measures.py are imported where 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +25,23 @@ from pytest_llmeval.backends.base import (
     Result,
     RowPrompt,
 )
-from pytest_llmeval.cache import FileIndex, adapter_files, fingerprint_files, identify, model_files
+from pytest_llmeval.cache import (
+    FileIndex,
+    ModelIdentity,
+    adapter_files,
+    fingerprint_files,
+    identify,
+    model_files,
+    sha256_json,
+)
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata
 from pytest_llmeval.planning import completion_mode
+from pytest_llmeval.recall import Recall, setup_key
 from pytest_llmeval.records import BASE, FluencyRecord, variant_of
 from pytest_llmeval.roster import Roster
 
 if TYPE_CHECKING:
     from pytest_llmeval.benchmark import Case
-    from pytest_llmeval.cache import ModelIdentity
     from pytest_llmeval.costs import Price
     from pytest_llmeval.run_options import RunOptions
 
@@ -252,6 +260,68 @@ class LocalBackend:
         self.weights = LocalWeights(options, roster, columns)
         self._shared_identity: ModelIdentity | None = None
         self._identities: dict[str, ModelIdentity] = {}
+        self._recalled: Recall | None = None
+
+    # --- what the previous run worked out (recall.py) -----------------------------------------------------
+
+    def recall(self) -> Recall:
+        """This setup's recall file (recall.py): the tokenizer's, config's and placement's answers of an
+        earlier run, so that a fully cached run loads none of them (transformers imports torch)."""
+        if self._recalled is None:
+            self._recalled = Recall(self._recall_path())
+        return self._recalled
+
+    def _recall_path(self) -> Path | None:
+        root = self.options.cache_dir
+        if root is None:  # --llmeval-no-cache: nothing kept between runs
+            return None
+        from pytest_llmeval import models
+
+        spec = self.options.spec
+        try:
+            base = models.preflight(spec)
+            key = setup_key(
+                base=Path(base.path),
+                adapters=models.adapter_sides(spec.adapters),
+                options={
+                    "base_model": spec.base_model,
+                    "adapters": [str(a) for a in spec.adapters],
+                    "device": spec.device,
+                    "dtype": spec.dtype,
+                    "threads": spec.threads,
+                    # Under --llmeval-device auto a worker's number picks its GPU (models.gpu_for_worker).
+                    "worker": None if spec.device == "cpu" else spec.worker,
+                },
+                index=FileIndex(models.cache_dir() / "file-hashes.json"),
+            )
+        except (OSError, ModelError):
+            return None  # the run finds out itself, and says so
+        return root / "recall" / f"{key}.json"
+
+    def _facts(self) -> dict[str, Any]:
+        """What groups and mixes decide on: which adapters have a tokenizer of their own, which ones weights
+        of their own (their tokenizer added tokens), the device's type, whether peft can mix the adapters."""
+        facts = self.recall().get("facts", "setup")
+        if not isinstance(facts, dict):
+            loaded = self.weights.loaded()
+            facts = {
+                "own_tokenizer": sorted(loaded.tokenizers),
+                "apart": sorted(loaded.apart),
+                "device_type": loaded.device.type,
+                "mixes_adapters": loaded.mixes_adapters(),
+                "base_name": loaded.base.name,
+            }
+            self.recall().put("facts", "setup", facts)
+        return facts
+
+    def _own_weights(self, facts: Mapping[str, Any]) -> list[str]:
+        """model_columns(), from the facts: known before the weights load."""
+        return [c for c in self.columns if c in facts["apart"]] + [m.side for m in self.roster.models]
+
+    def keep(self) -> None:
+        """At the end of this process: what it worked out, for the next run (recall.py)."""
+        if self._recalled is not None:
+            self._recalled.save()
 
     # --- the weights -------------------------------------------------------------------------------------
 
@@ -260,23 +330,63 @@ class LocalBackend:
     def groups(self, columns: Sequence[str], same_prompt: Callable[[str, str], bool]) -> list[list[str]]:
         """The shared weights' columns prompted alike with its tokenizer share a group (one per distinct
         prompt); an adapter with a tokenizer of its own, and each column on weights of its own, go alone."""
-        loaded = self.weights.loaded()
-        own = self.weights.model_columns()
+        facts = self._facts()
+        own = self._own_weights(facts)
         shared = [c for c in columns if c not in own]
         groups: list[list[str]] = []
-        for c in [c for c in shared if loaded.for_column(adapter_of(c)) is loaded]:
+        for c in [c for c in shared if adapter_of(c) not in facts["own_tokenizer"]]:
             group = next((g for g in groups if same_prompt(c, g[0])), None)
             if group is None:
                 groups.append([c])
             else:
                 group.append(c)
-        groups += [[c] for c in shared if loaded.for_column(adapter_of(c)) is not loaded]
+        groups += [[c] for c in shared if adapter_of(c) in facts["own_tokenizer"]]
         return groups + [[c] for c in own if c in columns]
 
     def prompt(self, columns: Sequence[str], rows: Sequence[RowPrompt]) -> dict[str, Prompted | str]:
         """Each row's prompt rendered with the group's tokenizer and fitted to its context with `room`
         tokens after it (--llmeval-context-overflow); a row that cannot fit gets why. Only the shared
-        tokenizer's cuts are reported as the row's (truncated): they are the base's prompt."""
+        tokenizer's cuts are reported as the row's (truncated): they are the base's prompt. Recalled from
+        an earlier run of this setup when it rendered every one of these rows for these columns."""
+        recall = self.recall()
+        keys = {row.node: self._prompt_key(columns, row) for row in rows}
+        known = {node: recall.get("prompts", key) for node, key in keys.items()}
+        if all(isinstance(v, dict) for v in known.values()):
+            return {
+                node: str(v["error"])
+                if "error" in v
+                else Prompted(v["prompt"], v["prompt"], truncated=v["truncated"])
+                for node, v in known.items()
+            }
+        out = self._prompt(columns, rows)
+        for node, made in out.items():
+            kept = (
+                {"error": made}
+                if isinstance(made, str)
+                else {"prompt": made.prompt, "truncated": made.truncated}
+            )
+            recall.put("prompts", keys[node], kept)
+        return out
+
+    def _prompt_key(self, columns: Sequence[str], row: RowPrompt) -> str:
+        """Everything a row's prompt is rendered and fitted from, beside the setup (recall.setup_key)."""
+        case = row.case
+        return sha256_json(
+            {
+                "columns": list(columns),
+                "where": row.where,
+                "instruction": case.instruction,
+                "input": case.input,
+                "completion": completion_mode(case),
+                "spec": row.spec.to_json(),
+                "examples": [e.to_json() for e in row.examples],
+                "room": row.room,
+                "choices": case.evaluation_config.get("choices") if row.room is None else None,
+                "overflow": self.options.context_overflow,
+            }
+        )
+
+    def _prompt(self, columns: Sequence[str], rows: Sequence[RowPrompt]) -> dict[str, Prompted | str]:
         from pytest_llmeval.generation import build_prompt, context_length, fit_text, raw_prompt
         from pytest_llmeval.prompts import PromptError
 
@@ -337,14 +447,13 @@ class LocalBackend:
         mode = self.options.mixed_batches
         if mode == "off" or len(columns) < 2:
             return False
-        own = self.weights.model_columns()
-        if any(c in own for c in columns):
+        facts = self._facts()
+        if any(c in self._own_weights(facts) for c in columns):
             return False
-        loaded = self.weights.loaded()
-        own_tokenizer = any(loaded.for_column(adapter_of(c)) is not loaded for c in columns)
-        if own_tokenizer or not loaded.mixes_adapters():
+        own_tokenizer = any(adapter_of(c) in facts["own_tokenizer"] for c in columns)
+        if own_tokenizer or not facts["mixes_adapters"]:
             return False
-        return mode == "on" or loaded.device.type == "cuda" or MIXED_ON_CPU
+        return mode == "on" or facts["device_type"] == "cuda" or MIXED_ON_CPU
 
     def generate_columns(self, requests: Sequence[ColumnRequest]) -> list[Result]:
         """Several columns of one group (mixes) in one batch: each row through its column's adapter (peft's
@@ -482,7 +591,17 @@ class LocalBackend:
     def identity(self, column: str, index: FileIndex) -> ModelIdentity | None:
         """A column's identity in the generation cache. An adapter's holds that adapter's files only, and a
         full model's its own files: changing one adapter regenerates that adapter's column and nothing else.
-        OSError: a file could not be read (the cache is then off)."""
+        OSError: a file could not be read (the cache is then off). Recalled from an earlier run of this
+        setup, which worked it out from the same files, tokenizer and placement."""
+        found = self.recall().get("identity", column)
+        if isinstance(found, dict):
+            return ModelIdentity(**found)
+        identity = self._identity(column, index)
+        if identity is not None:
+            self.recall().put("identity", column, asdict(identity))
+        return identity
+
+    def _identity(self, column: str, index: FileIndex) -> ModelIdentity | None:
         if self._shared_identity is None:
             self._shared_identity = identify(self.weights.loaded(), index)
         shared = self._shared_identity
@@ -523,7 +642,10 @@ class LocalBackend:
     # --- provenance --------------------------------------------------------------------------------------
 
     def base_name(self) -> str | None:
-        return None if self.weights.shared is None else self.weights.shared.base.name
+        if self.weights.shared is not None:
+            return self.weights.shared.base.name
+        facts = self.recall().get("facts", "setup")
+        return str(facts["base_name"]) if isinstance(facts, dict) else None
 
     def evaluated_names(self) -> tuple[str | None, str | None]:
         """(adapter, base) as history names this run, without loading: the adapter's metadata name, else
@@ -540,7 +662,20 @@ class LocalBackend:
 
     def describe(self, entry: dict[str, Any], column: str) -> None:
         """A column's results.json `models` entry: provenance, weights fingerprint, an adapter's version and
-        parameter efficiency."""
+        parameter efficiency; before the weights load, as an earlier run of this setup described it."""
+        if self.weights.shared is None:
+            found = self.recall().get("describe", column)
+            if isinstance(found, dict):
+                entry |= found
+                return
+        before = dict(entry)
+        self._describe(entry, column)
+        if self.weights.shared is not None:
+            self.recall().put(
+                "describe", column, {k: v for k, v in entry.items() if k not in before or before[k] != v}
+            )
+
+    def _describe(self, entry: dict[str, Any], column: str) -> None:
         self.weights.provenance(entry, column)
         entry["fingerprint"] = self.weights.fingerprint(column)
         if entry["kind"] == "adapter":
@@ -558,8 +693,11 @@ class LocalBackend:
                     entry["lora_b_all_zero"] = zero
 
     def described(self) -> bool:
-        """The `models` entries are final (memoised): the shared weights are loaded."""
-        return self.weights.shared is not None
+        """The `models` entries are final (memoised): the shared weights are loaded, or an earlier run of this
+        setup described every column."""
+        if self.weights.shared is not None:
+            return True
+        return all(isinstance(self.recall().get("describe", c), dict) for c in self.columns)
 
     def load_seconds(self) -> dict[str, float]:
         return self.weights.load_seconds()
@@ -568,6 +706,16 @@ class LocalBackend:
         """results.json's model, hardware and inference settings as this process loaded them (`hardware`:
         worked out before, kept by the caller)."""
         if self.weights.shared is None:
+            found = self.recall().get("facts", "run_meta")
+            if not isinstance(found, dict):
+                return meta
+            # Nothing loaded: as an earlier run of this setup said, but for what this run loaded (a judge).
+            meta |= {k: v for k, v in found.items() if k != "inference_config"}
+            meta["hardware"] = dict(hardware if hardware is not None else found["hardware"])
+            meta["inference_config"] |= found["inference_config"]
+            meta["inference_config"]["weights_loaded"] = any(
+                m.weights_loaded for m in [*self.weights.column_models.values(), *self.shelf.models.values()]
+            )
             return meta
         import os
         import platform
@@ -605,6 +753,24 @@ class LocalBackend:
         # False when every output and measurement came from the generation cache: no weights were read.
         meta["inference_config"]["weights_loaded"] = loaded.weights_loaded or any(
             m.weights_loaded for m in [*self.weights.column_models.values(), *self.shelf.models.values()]
+        )
+        kept = (
+            "base_model",
+            "base_model_note",
+            "quantization",
+            "adapter_name",
+            "adapter_version",
+            "hardware",
+        )
+        self.recall().put(
+            "facts",
+            "run_meta",
+            {k: meta[k] for k in kept}
+            | {
+                "inference_config": {
+                    k: meta["inference_config"][k] for k in ("device", "dtype", "prompt_template")
+                }
+            },
         )
         return meta
 

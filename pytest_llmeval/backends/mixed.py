@@ -121,6 +121,9 @@ class MixedBackend:
     def peak_memory(self, memory: dict[str, Any]) -> dict[str, Any]:
         return self.local.peak_memory(memory)
 
+    def keep(self) -> None:
+        self.local.keep()
+
     def run_meta(self, meta: dict[str, Any], hardware: dict[str, Any] | None) -> dict[str, Any]:
         """The local run's settings, and the served columns' servers under inference_config.endpoint."""
         meta = self.local.run_meta(meta, hardware)

@@ -655,6 +655,9 @@ class ServedBackend:
     def peak_memory(self, memory: dict[str, Any]) -> dict[str, Any]:
         return memory
 
+    def keep(self) -> None:
+        return None  # a server's answers are in the generation cache; nothing else is worked out here
+
 
 def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int]:
     """(NLL, tokens) of one option from its answer (ValueError: the answer cannot give it)."""

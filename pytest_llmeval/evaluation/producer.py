@@ -87,6 +87,11 @@ class Producer:
             self._backend = self._make_backend()
         return self._backend
 
+    def finish(self) -> None:
+        """The end of this process: the backend keeps what the next run can reuse (Backend.keep)."""
+        if self._backend is not None:
+            self._backend.keep()
+
     def _make_backend(self) -> Backend:
         # The one place the source is decided; the plugin has refused --llmeval-predictions with a model or
         # an endpoint already.

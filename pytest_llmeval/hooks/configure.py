@@ -321,6 +321,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(EVALUATOR_KEY, None)
+    if run is not None:
+        run.producer.finish()  # every process that produced rows: an xdist worker too
     if run is not None and not is_worker(config):
         run.store.remove()
     if _OFFLINE_BEFORE_KEY in config.stash:

@@ -1,0 +1,145 @@
+"""A fully cached re-run loads no model code (issue 40): the tokenizer's, config's and placement's answers of
+the previous run come from recall.py's file, and results.json says what it said when they were worked out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import jsonl, model_args, row, without_clocks
+
+from pytest_llmeval.cache import FileIndex
+from pytest_llmeval.recall import Recall, setup_key
+
+# Written by the run itself at its very end: which model code this process imported. A separate process
+# (runpytest_subprocess): this one has torch imported already.
+IMPORTS_PROBE = """
+import sys
+
+
+def pytest_unconfigure(config):
+    code = ("torch", "transformers", "peft", "safetensors.torch")
+    with open("imported.txt", "w") as out:
+        out.write(" ".join(m for m in code if m in sys.modules))
+"""
+
+
+def rows(n: int = 6) -> str:
+    cases = [row(f"r{i}", instruction=f"Say {i}.", evaluation_config={"max_new_tokens": 3}) for i in range(n)]
+    cases.append(
+        row("long", instruction="Say it.", input="word " * 3000, evaluation_config={"max_new_tokens": 3})
+    )
+    return jsonl(cases)
+
+
+def run(pytester: pytest.Pytester, args: list[str], out: str) -> tuple[str, dict[str, Any]]:
+    """A run in its own process: (the model code it imported, its results.json)."""
+    pytester.runpytest_subprocess(*args, f"--llmeval-results={out}", "--llmeval-no-history")
+    doc: dict[str, Any] = json.loads((pytester.path / out).read_text())
+    return (pytester.path / "imported.txt").read_text(), doc
+
+
+def comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """results.json less what a cached run changes by design: its cache counts, whether it loaded, and the
+    tokens it spent (none: a stored output spent nothing)."""
+    out = without_clocks(doc)
+    out.pop("tokens")
+    config = dict(out["inference_config"])
+    for key in ("cache", "weights_loaded"):
+        config.pop(key)
+    return out | {"inference_config": config}
+
+
+def test_a_fully_cached_rerun_imports_no_model_code(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    pytester.makeconftest(IMPORTS_PROBE)
+    pytester.makefile(".jsonl", bench=rows())
+    args = [
+        *model_args(tiny_model, tiny_adapter, cache=pytester.path / "cache"),
+        "--llmeval-context-overflow=truncate-left",
+    ]
+    imported, first = run(pytester, args, "first.json")
+    assert "torch" in imported.split()  # it generated
+    imported, again = run(pytester, args, "again.json")
+    assert imported == ""
+    assert again["inference_config"]["weights_loaded"] is False
+    assert sum(again["inference_config"]["cache"]["misses"].values()) == 0
+    # The same document: prompts (the long row's cut too), models, tokenizer provenance, device and dtype.
+    assert comparable(again) == comparable(first)
+    long = next(r for r in again["benchmarks"][0]["rows"] if r["id"] == "long")
+    assert long["models"]["base"]["prompt_truncated"]["policy"] == "truncate-left"
+
+
+def test_a_changed_input_works_everything_out_again(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    """Another row, or another option that decides a prompt: worked out from the tokenizer (torch imported),
+    and the rows that were there before still come from the cache."""
+    pytester.makeconftest(IMPORTS_PROBE)
+    pytester.makefile(".jsonl", bench=rows())
+    args = model_args(tiny_model, tiny_adapter, cache=pytester.path / "cache")
+    run(pytester, args, "first.json")
+    pytester.makefile(".jsonl", bench=rows(7))
+    imported, grown = run(pytester, args, "grown.json")
+    assert "torch" in imported.split()
+    assert grown["inference_config"]["cache"]["misses"] == {"base": 1, "adapter": 1}
+    # Only a row's input changed: its prompt is another, never the one recalled for its old input.
+    edited = rows(7).replace('"input": ""', '"input": "now with an input"', 1)
+    assert edited != rows(7)
+    pytester.makefile(".jsonl", bench=edited)
+    _, changed = run(pytester, args, "changed.json")
+    assert changed["inference_config"]["cache"]["misses"] == {"base": 1, "adapter": 1}
+    imported, _ = run(pytester, [*args, "--llmeval-dtype=bfloat16"], "bf16.json")
+    assert "transformers" in imported.split()  # another setup key: its placement is worked out again
+
+
+def test_the_setup_key_follows_every_file_and_option(
+    tmp_path: Path, tiny_model: Path, tiny_adapter: Path
+) -> None:
+    index = FileIndex(tmp_path / "index.json")
+
+    def key(**changes: Any) -> str:
+        parts: dict[str, Any] = {
+            "base": tiny_model,
+            "adapters": {"adapter": tiny_adapter},
+            "options": {"device": "auto"},
+            "index": index,
+        }
+        return setup_key(**(parts | changes))
+
+    first = key()
+    assert key() == first
+    assert key(options={"device": "cpu"}) != first
+    assert key(adapters={}) != first
+    copy = tmp_path / "model"
+    copy.mkdir()
+    for f in tiny_model.iterdir():
+        if f.is_file():
+            (copy / f.name).write_bytes(f.read_bytes())
+    assert key(base=copy) == first  # contents, not paths
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 64}))
+    assert key(base=copy) != first
+
+
+def test_a_damaged_recall_file_is_worked_out_again(tmp_path: Path) -> None:
+    path = tmp_path / "recall" / "k.json"
+    path.parent.mkdir()
+    path.write_text("{not json")
+    recall = Recall(path)
+    assert recall.get("prompts", "x") is None
+    recall.put("prompts", "x", {"prompt": "p", "truncated": None})
+    recall.save()
+    # Another worker's additions in between are kept: each process merges what it added.
+    other = Recall(path)
+    other.put("identity", "base", {"base": "b"})
+    recall.put("prompts", "y", {"error": "too long"})
+    other.save()
+    recall.save()
+    merged = Recall(path)
+    assert merged.get("prompts", "x") == {"prompt": "p", "truncated": None}
+    assert merged.get("prompts", "y") == {"error": "too long"}
+    assert merged.get("identity", "base") == {"base": "b"}
