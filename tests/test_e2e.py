@@ -370,3 +370,35 @@ def test_one_row_runs_alone(
     assert [(r["id"], r["models"]) for r in cold["benchmarks"][0]["rows"]] == [
         ("dates-005", full["dates-005"])
     ]
+
+
+# Runs pytest in-process and prints which model code it imported (issue 40: a fully cached run imports none).
+IMPORTS_PROBE = (
+    "import sys, pytest; code = pytest.main(sys.argv[1:]); "
+    "print('imported:', sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules)); "
+    "sys.exit(code)"
+)
+
+
+def test_a_fully_cached_rerun_of_the_main_job_imports_no_model_code(
+    main_job: tuple[subprocess.CompletedProcess[str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """The main job again, every output in its cache: no torch, transformers or peft imported, no weights
+    read, the same rows, models and settings (recall.py keeps what the tokenizer and torch said)."""
+    doc = main_job[1]
+    out = tmp_path / "again.json"
+    cmd = [sys.executable, "-c", IMPORTS_PROBE, "--adapter=adapters/date-iso", "benchmarks/", "-q", "--tb=no"]
+    cmd += ["-p", "no:cacheprovider", f"--llmeval-results={out}"]
+    cmd += [f"--llmeval-cache-dir={doc['inference_config']['cache']['dir']}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert "imported: []" in proc.stdout.splitlines(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    again = json.loads(out.read_text())
+    assert again["inference_config"]["weights_loaded"] is False
+    assert again["inference_config"]["cache"]["misses"] == {"base": 0, "adapter": 0}
+    assert again["models"] == doc["models"] and again["hardware"] == doc["hardware"]
+    for key in ("device", "dtype", "prompt_template"):
+        assert again["inference_config"][key] == doc["inference_config"][key]
+    rows = {b["benchmark_file"]: [(r["id"], r["models"]) for r in b["rows"]] for b in doc["benchmarks"]}
+    assert {
+        b["benchmark_file"]: [(r["id"], r["models"]) for r in b["rows"]] for b in again["benchmarks"]
+    } == rows
