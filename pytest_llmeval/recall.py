@@ -6,9 +6,10 @@ describes each column by its tokenizer, device and dtype. Working those out need
 config, and transformers imports torch: about 4 s of a 13 s cached re-run on 2 CPU cores, for answers the
 previous run already had. So the local backend (backends/local.py) keeps them here, beside the generation
 cache, under a *setup key*: the contents of every file they are read from (the base folder, each adapter's
-folder, this package's source), the options that decide them (device, dtype, threads), the installed
-versions of what computes them, and what decides where torch would put the model (CUDA_VISIBLE_DEVICES,
-whether an NVIDIA driver is there). Any change to those is another key, and the run works them out again.
+folder, this package's source), the options that decide them (device and dtype; not the CPU threads, which
+xdist workers each set their own and which change none of them), the installed versions of what computes
+them, and what decides where torch would put the model (CUDA_VISIBLE_DEVICES, whether an NVIDIA driver is
+there). Any change to those is another key, and the run works them out again.
 
 One JSON file per setup key, `recall/<key>.json`, written whole and atomically when a process is done with
 the backend; processes of one run (xdist workers) merge what they add. A damaged file is read as empty.
@@ -69,10 +70,15 @@ def setup_key(
             "python": sys.version,
             "machine": platform.machine(),
             # Where torch would put the model under --llmeval-device auto, without importing it.
-            "cuda": [os.environ.get("CUDA_VISIBLE_DEVICES"), os.path.exists("/dev/nvidiactl")],
+            "cuda": [os.environ.get("CUDA_VISIBLE_DEVICES"), nvidia_driver()],
             "code": source_fingerprint(index),
         }
     )
+
+
+def nvidia_driver() -> bool:
+    """Whether an NVIDIA driver is loaded (its control device exists): without one, torch has no CUDA."""
+    return os.path.exists("/dev/nvidiactl")
 
 
 class Recall:

@@ -16,12 +16,13 @@ from pytest_llmeval.recall import Recall, setup_key
 # Written by the run itself at its very end: which model code this process imported. A separate process
 # (runpytest_subprocess): this one has torch imported already.
 IMPORTS_PROBE = """
+import os
 import sys
 
 
 def pytest_unconfigure(config):
     code = ("torch", "transformers", "peft", "safetensors.torch")
-    with open("imported.txt", "w") as out:
+    with open(f"imported-{os.getpid()}.txt", "w") as out:
         out.write(" ".join(m for m in code if m in sys.modules))
 """
 
@@ -35,10 +36,13 @@ def rows(n: int = 6) -> str:
 
 
 def run(pytester: pytest.Pytester, args: list[str], out: str) -> tuple[str, dict[str, Any]]:
-    """A run in its own process: (the model code it imported, its results.json)."""
+    """A run in its own process: (the model code any of its processes imported, its results.json)."""
+    for old in pytester.path.glob("imported-*.txt"):
+        old.unlink()
     pytester.runpytest_subprocess(*args, f"--llmeval-results={out}", "--llmeval-no-history")
     doc: dict[str, Any] = json.loads((pytester.path / out).read_text())
-    return (pytester.path / "imported.txt").read_text(), doc
+    imported = {m for f in pytester.path.glob("imported-*.txt") for m in f.read_text().split()}
+    return " ".join(sorted(imported)), doc
 
 
 def comparable(doc: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +75,10 @@ def test_a_fully_cached_rerun_imports_no_model_code(
     assert comparable(again) == comparable(first)
     long = next(r for r in again["benchmarks"][0]["rows"] if r["id"] == "long")
     assert long["models"]["base"]["prompt_truncated"]["policy"] == "truncate-left"
+    # The workers of -n 2 share the recall of a serial run (no GPU: every process on the CPU).
+    imported, parallel = run(pytester, [*args, "-n", "2"], "parallel.json")
+    assert imported == ""
+    assert comparable(parallel) == comparable(first)
 
 
 def test_a_changed_input_works_everything_out_again(

@@ -36,7 +36,7 @@ from pytest_llmeval.cache import (
 )
 from pytest_llmeval.models import LLM, LoadedModel, ModelError, ModelSpec, adapter_metadata
 from pytest_llmeval.planning import completion_mode
-from pytest_llmeval.recall import Recall, setup_key
+from pytest_llmeval.recall import Recall, nvidia_driver, setup_key
 from pytest_llmeval.records import BASE, FluencyRecord, variant_of
 from pytest_llmeval.roster import Roster
 
@@ -288,9 +288,9 @@ class LocalBackend:
                     "adapters": [str(a) for a in spec.adapters],
                     "device": spec.device,
                     "dtype": spec.dtype,
-                    "threads": spec.threads,
-                    # Under --llmeval-device auto a worker's number picks its GPU (models.gpu_for_worker).
-                    "worker": None if spec.device == "cpu" else spec.worker,
+                    # Under --llmeval-device auto a worker's number picks its GPU (models.gpu_for_worker);
+                    # without a GPU driver every worker is on the CPU and they share one recall file.
+                    "worker": spec.worker if spec.device != "cpu" and nvidia_driver() else None,
                 },
                 index=FileIndex(models.cache_dir() / "file-hashes.json"),
             )
