@@ -6,17 +6,25 @@ same benchmark row, so every statistic here works on the per-row differences ada
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, stats
 
 from pytest_llmeval import formatting
+
+# scipy.stats is imported where a statistic needs it (half a second: a run of one row, `-k one-row`, makes
+# none of the comparisons that need it). The normal distribution is the standard library's (Wichura's AS241
+# quantile, as accurate as scipy's ndtri), and a small binomial tail is summed exactly.
+_NORMAL = NormalDist()
+# Binomial tails up to this many trials are summed exactly in integers (scipy's above it).
+_EXACT_BINOMIAL = 2000
 
 FloatArray = NDArray[np.float64]
 Values = Sequence[float] | FloatArray
@@ -31,9 +39,17 @@ _NOISE = 1e-12
 # Resampled values held in memory at once (scipy.stats.bootstrap's batch): 10_000 bootstrap resamples of a
 # 5_000-row benchmark would otherwise need 400 MB of indices and as much again of resampled differences.
 _BOOT_CHUNK = 1 << 22
-# scipy 1.15 renamed bootstrap's random_state to rng (SPEC 7) and will drop the old name; pyproject allows
-# scipy 1.11, which knows only random_state. Both take a Generator and draw the same resamples from it.
-_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
+@functools.cache
+def _rng_keyword() -> str:
+    """scipy 1.15 renamed bootstrap's random_state to rng (SPEC 7) and will drop the old name; pyproject
+    allows scipy 1.11, which knows only random_state. Both take a Generator and draw the same resamples."""
+    from scipy import stats
+
+    return "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
 # scipy.stats.wilcoxon's exact permutation test for tied or zero differences, up to this many rows.
 _WILCOXON_PERMUTED = 13
 
@@ -147,7 +163,13 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     # Doubling the smaller tail is the exact two-sided test because Binomial(m, 1/2) is symmetric; b == c
     # doubles a tail holding more than half the mass, hence the cap.
-    return min(1.0, 2.0 * float(stats.binom.cdf(min(b, c), b + c, 0.5)))
+    m, k = b + c, min(b, c)
+    if m <= _EXACT_BINOMIAL:
+        # P(X <= k) for X ~ Binomial(m, 1/2): a ratio of integers, rounded once.
+        return min(1.0, 2.0 * (sum(math.comb(m, i) for i in range(k + 1)) / (1 << m)))
+    from scipy import stats
+
+    return min(1.0, 2.0 * float(stats.binom.cdf(k, m, 0.5)))
 
 
 def paired_t_test(differences: Values) -> tuple[float | None, float]:
@@ -165,6 +187,8 @@ def paired_t_test(differences: Values) -> tuple[float | None, float]:
             return 0.0, 1.0
         return math.copysign(math.inf, mean), 0.0
     t = mean / (sd / math.sqrt(n))
+    from scipy import stats
+
     return t, float(2.0 * stats.t.sf(abs(t), n - 1))
 
 
@@ -211,6 +235,8 @@ def wilcoxon_signed_rank(differences: Values) -> float | None:
     nonzero = d[d != 0.0]
     magnitudes = np.abs(nonzero)
     tied = np.unique(magnitudes).size < magnitudes.size or nonzero.size < d.size
+    from scipy import stats
+
     if not tied or d.size > _WILCOXON_PERMUTED:
         return float(stats.wilcoxon(d, zero_method="wilcox").pvalue)
     # Here scipy enumerates all 2**n sign flips through a per-permutation Python call (about 1 s at n =
@@ -247,6 +273,8 @@ def paired_bootstrap_ci(
     # 0.79 s with paired=True, 0.25 s for the hand-written loop this replaced (same resamples, same interval
     # to an ulp); 60 rows: 6, 11 and 5 ms. Percentile, as before: BCa (0.46 s) would move every interval
     # away from earlier results for a second-order gain on a mean.
+    from scipy import stats
+
     result = stats.bootstrap(
         (d,),
         np.mean,
@@ -255,7 +283,7 @@ def paired_bootstrap_ci(
         vectorized=True,
         confidence_level=confidence,
         method="percentile",
-        **{_RNG_KEYWORD: np.random.default_rng(seed)},
+        **{_rng_keyword(): np.random.default_rng(seed)},
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
@@ -301,7 +329,7 @@ def mcnemar_power(n: int, difference: float, discordant_rate: float, *, alpha: f
     if spread <= 0.0:
         # Every discordant row goes one way (or none disagree): the statistic has no spread left.
         return 1.0 if excess > 0.0 else 0.0
-    return float(stats.norm.cdf(excess / math.sqrt(spread)))
+    return _NORMAL.cdf(excess / math.sqrt(spread))
 
 
 def paired_t_power(n: int, difference: float, sd: float, *, alpha: float = 0.05) -> float:
@@ -328,7 +356,7 @@ def power_analysis_binary(
     if not 0.0 <= discordant_rate <= 1.0:
         raise ValueError(f"discordant_rate must be in [0, 1], got {discordant_rate}")
     z_a = _z_two_sided(alpha)
-    z_b = float(stats.norm.ppf(power))
+    z_b = _NORMAL.inv_cdf(power)
     psi = discordant_rate
     detectable: float | None = None
     radicand = n - z_a**2 + z_b**2
@@ -491,13 +519,15 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def _z_two_sided(alpha: float) -> float:
-    """The two-sided critical z. Taken from the upper tail (isf): below alpha ~ 2.2e-16, 1 - alpha/2 rounds
-    to 1.0 and norm.ppf of it is inf (the power searches then never ended)."""
-    return float(stats.norm.isf(alpha / 2.0))
+    """The two-sided critical z. Taken from the lower tail by symmetry (-ppf(alpha/2), scipy's isf): below
+    alpha ~ 2.2e-16, 1 - alpha/2 rounds to 1.0 and ppf of it is inf (the power searches then never ended)."""
+    return -_NORMAL.inv_cdf(alpha / 2.0)
 
 
 def _t_power(n: NDArray[np.int64], effect: float, alpha: float) -> FloatArray:
     """Two-sided paired t power at each n for a standardised effect (both rejection tails)."""
+    from scipy import stats
+
     df = n - 1
     crit = stats.t.isf(alpha / 2.0, df)
     nc = effect * np.sqrt(n)
@@ -516,15 +546,17 @@ def _t_detectable_effect(n: int, alpha: float, power: float) -> float:
     if shortfall(0.0) >= 0.0:  # alpha >= power: even no effect "reaches" it
         return 0.0
     # Start from the normal approximation and widen until the root is bracketed (n = 2 needs d = 11.5).
-    high = (_z_two_sided(alpha) + stats.norm.ppf(power)) / math.sqrt(n)
+    high = (_z_two_sided(alpha) + _NORMAL.inv_cdf(power)) / math.sqrt(n)
     while shortfall(high) < 0.0:
         high *= 2.0
+    from scipy import optimize
+
     return float(optimize.brentq(shortfall, 0.0, high, xtol=1e-12))
 
 
 def _t_rows_needed(effect: float, alpha: float, power: float) -> int:
     """The fewest rows (at least 2) at which the paired t test reaches this power for the effect."""
-    approx = ((_z_two_sided(alpha) + stats.norm.ppf(power)) / effect) ** 2
+    approx = ((_z_two_sided(alpha) + _NORMAL.inv_cdf(power)) / effect) ** 2
     if approx > _NORMAL_ROWS:
         # So many rows that t is normal to well under a row: the scan below would run past int64 (a tiny
         # effect against a huge spread, such as a damaged document's cross-entropy, asks for 1e200 rows).
