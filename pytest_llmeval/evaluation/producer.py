@@ -362,38 +362,14 @@ class Producer:
         a batch that raises is split in halves until the failing row is alone, and that row becomes an
         error. A backend that cannot produce anything (BackendError) fails every row asked."""
         cached = self.cached()
-        results: dict[int, Result] = {}
-
-        def isolated(these: list[int]) -> None:
-            if not these:
-                return
-            try:
-                found = cached.generate(column, [requests[i] for i in these])
-            except BackendError as exc:
-                results.update({i: Result(error=str(exc)) for i in these})
-                return
-            except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
-                why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
-                rows = list(dict.fromkeys(requests[i].node for i in these))
-                if len(rows) == 1:
-                    failed = Result(error=f"generation failed ({column}): {why}")
-                    results.update(dict.fromkeys(these, failed))
-                    return
-                self.retries.append({"side": column, "rows": len(rows), "error": why})
-                # Halves of whole rows: a sampled row's samples stay together.
-                first = set(rows[: len(rows) // 2])
-                isolated([i for i in these if requests[i].node in first])
-                isolated([i for i in these if requests[i].node not in first])
-                return
-            results.update(zip(these, found, strict=True))
-
-        # Greedy requests first, then one batch per sampling temperature (a batch samples at one temperature).
-        by_temperature: dict[float | None, list[int]] = {}
-        for i, request in enumerate(requests):
-            by_temperature.setdefault(None if request.sampled is None else request.sampled[0], []).append(i)
-        for group in by_temperature.values():
-            isolated(group)
-        return [results[i] for i in range(len(requests))]
+        return self._split_on_failure(
+            requests,
+            lambda these: cached.generate(column, [requests[i] for i in these]),
+            side=lambda these: column,
+            alone=lambda these, why: dict.fromkeys(
+                these, Result(error=f"generation failed ({column}): {why}")
+            ),
+        )
 
     def _isolated_columns(self, group: list[str], tagged: list[ColumnRequest]) -> list[Result]:
         """Every column's outputs of `tagged` in one mixed batch per temperature (Cached.generate_columns);
@@ -401,33 +377,11 @@ class Producer:
         until the failing row is alone, which is then generated column by column as without mixed batches
         (_isolated), so that its error names the column it failed in."""
         cached = self.cached()
-        results: dict[int, Result] = {}
 
-        def isolated(these: list[int]) -> None:
-            if not these:
-                return
-            try:
-                found = cached.generate_columns([tagged[i] for i in these])
-            except BackendError as exc:
-                results.update({i: Result(error=str(exc)) for i in these})
-                return
-            except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
-                rows = list(dict.fromkeys(tagged[i][1].node for i in these))
-                if len(rows) == 1:
-                    alone(these)
-                    return
-                why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
-                columns = list(dict.fromkeys(tagged[i][0] for i in these))
-                self.retries.append({"side": "+".join(columns), "rows": len(rows), "error": why})
-                first = set(rows[: len(rows) // 2])
-                isolated([i for i in these if tagged[i][1].node in first])
-                isolated([i for i in these if tagged[i][1].node not in first])
-                return
-            results.update(zip(these, found, strict=True))
-
-        def alone(these: list[int]) -> None:
+        def alone(these: list[int], why: str) -> dict[int, Result]:
             # One row: column by column in the group's order; once a column fails, the row is an error and
             # the later columns are not asked (as without mixed batches).
+            results: dict[int, Result] = {}
             failed: Result | None = None
             for column in group:
                 mine = [i for i in these if tagged[i][0] == column]
@@ -437,14 +391,56 @@ class Producer:
                 found = self._isolated(column, [tagged[i][1] for i in mine])
                 results.update(zip(mine, found, strict=True))
                 failed = next((r for r in found if r.error is not None), None)
+            return results
 
-        # Greedy requests first, then one batch per sampling temperature (a batch samples at one temperature).
+        return self._split_on_failure(
+            [request for _, request in tagged],
+            lambda these: cached.generate_columns([tagged[i] for i in these]),
+            side=lambda these: "+".join(dict.fromkeys(tagged[i][0] for i in these)),
+            alone=alone,
+        )
+
+    def _split_on_failure(
+        self,
+        requests: Sequence[GenRequest],
+        produce: Callable[[list[int]], list[Result]],
+        *,
+        side: Callable[[list[int]], str],
+        alone: Callable[[list[int], str], dict[int, Result]],
+    ) -> list[Result]:
+        """`requests` produced by `produce` (given their indices) in one batch per temperature, greedy ones
+        first (a batch samples at one temperature). A batch that raises is recorded as a retry under
+        `side` and split in halves of whole rows (a sampled row's samples stay together) until the failing
+        row is alone, which `alone` answers given why. BackendError fails every request asked."""
+        results: dict[int, Result] = {}
+
+        def isolated(these: list[int]) -> None:
+            if not these:
+                return
+            try:
+                found = produce(these)
+            except BackendError as exc:
+                results.update({i: Result(error=str(exc)) for i in these})
+                return
+            except Exception as exc:  # out of memory, a tokenizer or model error on one input; not Ctrl-C
+                why = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
+                rows = list(dict.fromkeys(requests[i].node for i in these))
+                if len(rows) == 1:
+                    results.update(alone(these, why))
+                    return
+                self.retries.append({"side": side(these), "rows": len(rows), "error": why})
+                first = set(rows[: len(rows) // 2])
+                isolated([i for i in these if requests[i].node in first])
+                isolated([i for i in these if requests[i].node not in first])
+                return
+            results.update(zip(these, found, strict=True))
+
         by_temperature: dict[float | None, list[int]] = {}
-        for i, (_, request) in enumerate(tagged):
+        for i, request in enumerate(requests):
             by_temperature.setdefault(None if request.sampled is None else request.sampled[0], []).append(i)
         for these in by_temperature.values():
             isolated(these)
-        return [results[i] for i in range(len(tagged))]
+        return [results[i] for i in range(len(requests))]
 
     def _keep_outputs(self, ok: list[str], texts: dict[tuple[str, str], list[str]], listed: set[str]) -> None:
         """Every column's outputs of the rows produced in full: texts (whitespace stripped, but for a
