@@ -220,7 +220,8 @@ def batch_invariant(dtype: str, device_type: str, *, tf32: bool = False) -> bool
     return dtype == "float32" and (device_type == "cpu" or (device_type == "cuda" and not tf32))
 
 
-def _version(dist: str) -> str:
+def installed_version(dist: str) -> str:
+    """An installed distribution's version, or "absent"."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -268,9 +269,9 @@ def identify(loaded: LoadedModel, index: FileIndex) -> ModelIdentity:
         dtype=dtype,
         device=device,
         software={
-            "torch": _version("torch"),
-            "transformers": _version("transformers"),
-            "peft": _version("peft"),
+            "torch": installed_version("torch"),
+            "transformers": installed_version("transformers"),
+            "peft": installed_version("peft"),
             "code": code_fingerprint(),
         },
         batch_invariant=batch_invariant(dtype, device_type, tf32=tf32),

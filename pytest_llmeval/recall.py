@@ -18,7 +18,6 @@ Pure: no pytest, no torch.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import platform
@@ -27,19 +26,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.cache import FileIndex, fingerprint_files, model_files, sha256_json
+from pytest_llmeval.cache import FileIndex, fingerprint_files, installed_version, model_files, sha256_json
 
 # Installed software whose version can change a prompt, a tokenizer's state or a placement.
 SOFTWARE = ("torch", "transformers", "tokenizers", "peft", "jinja2", "safetensors")
 # The sections of a recall file: facts of the setup (a value each), and per-key memos.
 SECTIONS = ("facts", "identity", "describe", "prompts")
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
 
 
 def source_fingerprint(index: FileIndex) -> str:
@@ -66,7 +58,7 @@ def setup_key(
                 side: fingerprint_files(model_files(path), index) for side, path in adapters.items()
             },
             "options": options,
-            "software": {name: _version(name) for name in SOFTWARE},
+            "software": {name: installed_version(name) for name in SOFTWARE},
             "python": sys.version,
             "machine": platform.machine(),
             # Where torch would put the model under --llmeval-device auto, without importing it.

@@ -77,14 +77,7 @@ class Cached:
         if keyed is None:
             return self.inner.generate(column, requests)
         store, identity, side = keyed
-        looked = store.lookup(
-            identity,
-            side,
-            [r.prompted.prompt for r in requests],
-            [r.limit for r in requests],
-            [r.sampled for r in requests],
-            [r.prompted.key for r in requests],
-        )
+        looked = _lookup(store, identity, side, requests)
         results = [Result(value=text) for text in looked.found]  # tokens None: a stored one spent nothing
         fresh: list[Result] = []
         if looked.todo:
@@ -124,15 +117,7 @@ class Cached:
                 todo += these
                 continue
             store, identity, side = keyed
-            asked = [requests[i][1] for i in these]
-            looked = store.lookup(
-                identity,
-                side,
-                [r.prompted.prompt for r in asked],
-                [r.limit for r in asked],
-                [r.sampled for r in asked],
-                [r.prompted.key for r in asked],
-            )
+            looked = _lookup(store, identity, side, [requests[i][1] for i in these])
             for i, text in zip(these, looked.found, strict=True):
                 if text is not None:
                     results[i] = Result(value=text)  # tokens None: a stored one spent nothing
@@ -209,3 +194,18 @@ class Cached:
             c: [r if r is not None else Result(error="not measured") for r in found]
             for c, found in out.items()
         }
+
+
+def _lookup(
+    store: GenerationCache, identity: ModelIdentity, side: str, requests: Sequence[GenRequest]
+) -> Lookup:
+    """One batch of a column's requests looked up (GenerationCache.lookup), keyed by their prompts,
+    limits, samplings and extra key material."""
+    return store.lookup(
+        identity,
+        side,
+        [r.prompted.prompt for r in requests],
+        [r.limit for r in requests],
+        [r.sampled for r in requests],
+        [r.prompted.key for r in requests],
+    )
