@@ -221,6 +221,31 @@ def test_results_json_is_strict_json() -> None:
         document_text({"a": float("nan")})
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         document_text({"a": [float("inf")]})
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        document_text({"rows": [{"score": float("nan")}]})
+
+
+def test_results_json_layout_has_one_row_per_line() -> None:
+    """Indented by two spaces, as json.dumps(indent=2) would, except each row on one line of its own (the
+    compact C writer; a diff of two runs reads row by row); the same document either way."""
+    from pytest_llmeval.results import document_text
+
+    document = {
+        "mode": "base_only",
+        "benchmarks": [
+            {"name": "b.jsonl", "rows": [{"id": "r0", "models": {"base": {"output": "é<"}}}, {"id": "r1"}]}
+        ],
+        "counts": {2: 2, True: None, None: [], "empty": {}},
+    }
+    text = document_text(document)
+    assert json.loads(text) == json.loads(json.dumps(document))
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    lines = text.splitlines()
+    assert '        {"id": "r0", "models": {"base": {"output": "é<"}}},' in lines
+    assert '        {"id": "r1"}' in lines
+    # Everything else is laid out as json.dumps(indent=2) lays it out.
+    assert text.startswith('{\n  "mode": "base_only",\n  "benchmarks": [\n    {\n      "name": "b.jsonl",\n')
+    assert '  "counts": {\n    "2": 2,\n    "true": null,\n    "null": [],\n    "empty": {}\n  }' in text
 
 
 # ---------------------------------------------------------------------------------------------------------
