@@ -128,3 +128,46 @@ def test_nesting_too_deep_is_found_below_a_sound_document(levels: int, leaf: Any
     assert document_problem(document) == "benchmarks is nested more than 64 levels deep"
     inner.clear()  # one level less: within the limit
     assert document_problem(document) is None or levels == 70
+
+
+FREEZE_PROBE = """
+import gc
+from pathlib import Path
+
+
+def pytest_runtest_call(item):
+    with open(Path(__file__).parent / "frozen.txt", "a") as out:
+        out.write(f"{item.name} {gc.get_freeze_count()}\\n")
+"""
+
+
+def test_collected_rows_are_frozen_for_the_run_and_thawed_by_the_next_session(
+    pytester: pytest.Pytester,
+) -> None:
+    # The cyclic collector walked every collected item again and again while rows ran (about 1 s at 10,000
+    # rows, bench/overhead.py): a session with rows freezes what collection built. A process that runs
+    # another session (pytester's in-process runs) thaws it when that session starts, so the first one's
+    # leftovers do not stay out of the collector's reach.
+    import gc
+
+    gc.unfreeze()  # an earlier in-process run of this process may have left its own freeze
+    pytester.makeconftest(FREEZE_PROBE)
+    pytester.makefile(".jsonl", bench=jsonl([row("r0", expected="a"), row("r1", expected="b")]))
+    (pytester.path / "preds.jsonl").write_text(
+        jsonl([{"id": "r0", "prediction": "a"}, {"id": "r1", "prediction": "b"}])
+    )
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    try:
+        first = pytester.runpytest_inprocess(
+            "bench.jsonl", "--llmeval-predictions=preds.jsonl", "-m", "not gate", "--llmeval-no-history"
+        )
+        first.assert_outcomes(passed=2)
+        seen = (pytester.path / "frozen.txt").read_text().split()
+        assert seen[0] == "r0" and int(seen[1]) > 1000, seen  # everything alive at collection's end
+        assert gc.get_freeze_count() > 0  # left frozen: thawing at the end would make the exit walk it all
+        (pytester.path / "frozen.txt").unlink()
+        second = pytester.runpytest_inprocess("test_plain.py", "--llmeval-no-history")
+        second.assert_outcomes(passed=1)
+        assert (pytester.path / "frozen.txt").read_text().split() == ["test_plain", "0"]
+    finally:
+        gc.unfreeze()

@@ -19,6 +19,7 @@ from pytest_llmeval.backends.served import ServedBackend
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.evaluator import Evaluator
 from pytest_llmeval.history import Baselines, entries, history_dir
+from pytest_llmeval.hooks.collection import thaw_earlier_session
 from pytest_llmeval.hooks.outputs import cause, check_clashes, check_outputs
 from pytest_llmeval.hooks.reporting import _RecordSink
 from pytest_llmeval.hooks.xdist import is_worker
@@ -39,6 +40,7 @@ from pytest_llmeval.settings import (
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    thaw_earlier_session()
     for difficulty in DIFFICULTIES:
         config.addinivalue_line("markers", f"{difficulty}: benchmark rows of difficulty '{difficulty}'")
     for name in SCORERS:
