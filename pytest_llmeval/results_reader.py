@@ -43,8 +43,9 @@ def document_problem(document: Any) -> str | None:
             return f"benchmarks[{i}] has no benchmark_file"
     fields = _Fields(document)
     for pattern, kinds in READ_FIELDS:
+        fits = _fits(kinds)
         for path, value in fields.found(pattern):
-            if not any(_KINDS[kind](value) for kind in kinds):
+            if not fits(value):
                 where = _spelled(path)
                 return f"{where} is {_shown(value)}, not {' or '.join(_KIND_NAMES[k] for k in kinds)}"
     for pattern, keys in REQUIRED_FIELDS:
@@ -53,7 +54,6 @@ def document_problem(document: Any) -> str | None:
                 if key not in value:
                     return f"{_spelled(path)} has no {key}"
     for path, row in fields.found(_ROW):
-        where = _spelled(path)
         for name, given in row.get("models", {}).items():
             found = given.get("score")
             if not isinstance(found, dict):
@@ -63,11 +63,11 @@ def document_problem(document: Any) -> str | None:
                 needed += ("aligned", "expected_chars", "output_chars")
             for key in needed:
                 if found.get(key) is None:
-                    return f"{where}.models.{name}.score has no {key}"
+                    return f"{_spelled(path)}.models.{name}.score has no {key}"
             if row["evaluation_type"] == "perplexity":
                 for script, share in (found.get("scripts") or {}).items():
                     if share.get("nll") is None or share.get("n_chars") is None:
-                        return f"{where}.models.{name}.score.scripts.{script} has no nll or n_chars"
+                        return f"{_spelled(path)}.models.{name}.score.scripts.{script} has no nll or n_chars"
     return None
 
 
@@ -164,6 +164,16 @@ _KINDS: dict[str, Callable[[Any], bool]] = {
     "bands": lambda v: isinstance(v, list) and len(v) == 3 and all(_is_number(x) for x in v),
     "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
 }
+
+
+def _fits(kinds: tuple[str, ...]) -> Callable[[Any], bool]:
+    """One test for a field that may hold any of `kinds` (a single kind's test itself, the common case)."""
+    if len(kinds) == 1:
+        return _KINDS[kinds[0]]
+    tests = [_KINDS[kind] for kind in kinds]
+    return lambda value: any(test(value) for test in tests)
+
+
 _KIND_NAMES = {
     "string": "a string",
     "null": "null",
