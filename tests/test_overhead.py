@@ -14,6 +14,7 @@ import pytest
 from helpers import jsonl, row
 
 import pytest_llmeval.backends.saved as saved
+from pytest_llmeval.hooks.collection import YOUNG_THRESHOLD, thaw_earlier_session
 from pytest_llmeval.results_reader import document_problem
 
 ROWS = 300
@@ -137,7 +138,7 @@ from pathlib import Path
 
 def pytest_runtest_call(item):
     with open(Path(__file__).parent / "frozen.txt", "a") as out:
-        out.write(f"{item.name} {gc.get_freeze_count()}\\n")
+        out.write(f"{item.name} {gc.get_freeze_count()} {gc.get_threshold()[0]}\\n")
 """
 
 
@@ -150,7 +151,8 @@ def test_collected_rows_are_frozen_for_the_run_and_thawed_by_the_next_session(
     # leftovers do not stay out of the collector's reach.
     import gc
 
-    gc.unfreeze()  # an earlier in-process run of this process may have left its own freeze
+    thaw_earlier_session()  # an earlier in-process run of this process may have left its own freeze
+    before = gc.get_threshold()
     pytester.makeconftest(FREEZE_PROBE)
     pytester.makefile(".jsonl", bench=jsonl([row("r0", expected="a"), row("r1", expected="b")]))
     (pytester.path / "preds.jsonl").write_text(
@@ -164,10 +166,12 @@ def test_collected_rows_are_frozen_for_the_run_and_thawed_by_the_next_session(
         first.assert_outcomes(passed=2)
         seen = (pytester.path / "frozen.txt").read_text().split()
         assert seen[0] == "r0" and int(seen[1]) > 1000, seen  # everything alive at collection's end
+        assert int(seen[2]) == YOUNG_THRESHOLD  # young objects collected less often while rows run
         assert gc.get_freeze_count() > 0  # left frozen: thawing at the end would make the exit walk it all
         (pytester.path / "frozen.txt").unlink()
         second = pytester.runpytest_inprocess("test_plain.py", "--llmeval-no-history")
         second.assert_outcomes(passed=1)
-        assert (pytester.path / "frozen.txt").read_text().split() == ["test_plain", "0"]
+        assert (pytester.path / "frozen.txt").read_text().split() == ["test_plain", "0", str(before[0])]
     finally:
         gc.unfreeze()
+        gc.set_threshold(*before)

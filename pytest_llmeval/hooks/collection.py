@@ -190,30 +190,39 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _freeze_collected()
 
 
-# Whether this process froze a session's objects (_freeze_collected) and has not thawed them yet.
-_frozen_here = False
+# The collector's thresholds before this process froze a session's objects (_freeze_collected); None when
+# it has not, or has thawed them since.
+_thresholds_before: tuple[int, int, int] | None = None
+# Objects allocated between young collections while rows run (Python's default is 700).
+YOUNG_THRESHOLD = 10_000
 
 
 def _freeze_collected() -> None:
-    """Move every object alive now out of the cyclic collector's sight (gc.freeze).
+    """Move every object alive now out of the cyclic collector's sight (gc.freeze), and collect the young
+    generation less often while rows run.
 
     What collection built (items, cases, the benchmarks' rows) lives until the process ends, and the
-    collector's full passes walked all of it again and again while rows ran, and once more at exit: together
-    about 1.5 s of a 10,000-row run, more than scoring it (issue 40). Frozen, it is not walked; objects made
-    later are collected as usual, and reference counting still frees what is frozen. A freeze someone else
-    made is theirs: left alone.
+    collector's full passes walked all of it again and again while rows ran, and once more at exit. Each
+    row then adds its record and pytest's reports, which live to the end too, and a young collection every
+    700 allocations promoted them into ever more full passes. At 10,000 rows the collector took 1.5 s of a
+    6 s run with neither, 0.6 s with both (issue 40, bench/overhead.py). Objects made later are collected
+    as usual, and reference counting still frees what is frozen. A freeze someone else made is theirs: left
+    alone.
     """
-    global _frozen_here
+    global _thresholds_before
     if gc.get_freeze_count() == 0:
         gc.freeze()
-        _frozen_here = True
+        _thresholds_before = gc.get_threshold()
+        young, *older = _thresholds_before
+        gc.set_threshold(max(young, YOUNG_THRESHOLD), *older)
 
 
 def thaw_earlier_session() -> None:
     """Undo an earlier session's _freeze_collected when the same process starts another (pytester's
-    in-process runs): that session's leftovers are then collected. Not at the end of the session itself,
-    where thawing would make the exit walk everything again."""
-    global _frozen_here
-    if _frozen_here:
+    in-process runs): that session's leftovers are then collected, at the thresholds of before. Not at the
+    end of the session itself, where thawing would make the exit walk everything again."""
+    global _thresholds_before
+    if _thresholds_before is not None:
         gc.unfreeze()
-        _frozen_here = False
+        gc.set_threshold(*_thresholds_before)
+        _thresholds_before = None
