@@ -494,3 +494,27 @@ def test_failed_extraction_records_the_normalised_expected_answer() -> None:
         "reason": "extract_pattern matched nothing",
         "normalized_expected": "42",
     }
+
+
+def test_a_config_is_parsed_once_and_its_types_are_part_of_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Scoring 10,000 rows parsed the same (empty) config 10,000 times (issue 40): parsed once now. `1` equals
+    # `True` in Python but not to the config check, so the memo must not hand a bad config a good parse.
+    from pytest_llmeval.scorers import exact_match
+
+    parsed: list[object] = []
+    real = exact_match._parse
+
+    def counted(config: object) -> object:
+        parsed.append(config)
+        return real(config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact_match, "_PARSED", {})
+    monkeypatch.setattr(exact_match, "_parse", counted)
+    for _ in range(3):
+        assert exact_match.score("Paris", "paris", {"normalize": True}).value == 1.0
+    assert len(parsed) == 1
+    with pytest.raises(ValueError, match="normalize must be true or false, not 1"):
+        exact_match.score("Paris", "paris", {"normalize": 1})
+    # A config that cannot be a key (a list inside) is parsed every time, and still checked.
+    with pytest.raises(ValueError, match="unknown key"):
+        exact_match.score("Paris", "paris", {"bands": [1, 2]})

@@ -477,7 +477,7 @@ class Producer:
                 self._fail(ok, f"fluency: {exc}{hint}")
                 return
         for n, f in zip(ok, fluency, strict=True):
-            self.outputs[n] = replace(outputs[n], fluency=f)
+            self.outputs[n] = outputs[n] if f is None else replace(outputs[n], fluency=f)
 
     def _answers(self, out: RowOutputs, case: Case) -> RowOutputs:
         """The outputs with a leading reasoning block cut off (--llmeval-reasoning-tags), the raw outputs

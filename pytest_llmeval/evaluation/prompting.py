@@ -30,6 +30,9 @@ class Prompter:
         self.benchmark_prompts: dict[str, BenchmarkPrompt] = {}
         # (benchmark, row id, k) -> the row's few-shot examples (examples())
         self._examples: dict[tuple[str, str, int], list[Example]] = {}
+        # (benchmark, owner) -> the settings of its rows that have no layer of their own (_resolve): most
+        # rows, asked for at collection and again when prompted (issue 40: 20,000 resolutions at 10k rows).
+        self._shared_specs: dict[tuple[str, str | None], PromptSpec] = {}
 
     def read_prompts(self, name: str, benchmark: Benchmark) -> list[tuple[int, str]]:
         """At collection: the benchmark's sidecar and few-shot file, and every row's prompt rendered once
@@ -37,6 +40,7 @@ class Prompter:
         this file's collection, (line, why) each, and no other file's."""
         from pytest_llmeval.prompts import PromptError, load_benchmark_prompt
 
+        self._shared_specs = {key: spec for key, spec in self._shared_specs.items() if key[0] != name}
         try:
             self.benchmark_prompts[name] = load_benchmark_prompt(benchmark.path)
         except PromptError as exc:
@@ -74,6 +78,9 @@ class Prompter:
         from pytest_llmeval.prompts import ADAPTER as ADAPTER_LAYER
         from pytest_llmeval.prompts import BENCHMARK, COMMAND_LINE, ROW, Layer, resolve, row_layer
 
+        shared = case is None or (case.system is None and "prompt_template" not in case.run_options)
+        if shared and (name, owner) in self._shared_specs:
+            return self._shared_specs[(name, owner)]
         bench = self.benchmark_prompts.get(name)
         prompt = self.options.prompt
         own = Layer() if case is None else row_layer(case.system, case.run_options, f"{name}:{case.line}")
@@ -83,7 +90,10 @@ class Prompter:
             (ADAPTER_LAYER, Layer() if owner is None else prompt.adapters[owner]),
             (COMMAND_LINE, prompt.command_line),
         ]
-        return resolve(layers, fewshot_override=prompt.fewshot)
+        spec = resolve(layers, fewshot_override=prompt.fewshot)
+        if shared:
+            self._shared_specs[(name, owner)] = spec
+        return spec
 
     def prompt_spec(self, nodeid: str, column: str) -> PromptSpec:
         """The prompt settings of one row for one column."""

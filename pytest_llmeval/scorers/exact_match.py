@@ -115,7 +115,7 @@ def score(prediction: str, expected: str | Sequence[str], config: Mapping[str, A
     Only the prediction goes through `extract_pattern`; `expected` is already the bare answer. With
     `normalize: false` the strings are compared as they are, case-folded unless `case_sensitive`.
     """
-    options = _parse(config)
+    options = _options(config)
     wants = [_comparable(reference, options) for reference in as_references(expected)]
     # Several references: all of them normalised, and which one matched (the first when none did).
     several: dict[str, Any] = {"normalized_references": wants, "n_references": len(wants)}
@@ -174,6 +174,27 @@ def _canonical_number(match: re.Match[str], *, percent: bool) -> str:
     if sign == "+" or not (integer.strip("0") or fraction):
         sign = ""  # "+5" is "5", and "-0" / "-0.0" are "0"
     return f"{sign}{integer}{'.' if fraction else ''}{fraction}{suffix}"
+
+
+# A benchmark's rows mostly share one evaluation_config (most often none): parsed once per distinct one.
+_PARSED: dict[tuple[tuple[Any, type, Any], ...], _Options] = {}
+
+
+def _options(config: Mapping[str, Any]) -> _Options:
+    """_parse(config), memoised by the config's items and their types (`1` is not `true` to _parse, though
+    they are equal); a config holding a list or dict is parsed each time."""
+    try:
+        key = tuple((k, type(v), v) for k, v in config.items()) if isinstance(config, Mapping) else None
+        hash(key)
+    except TypeError:
+        key = None
+    if key is None:
+        return _parse(config)
+    if key not in _PARSED:
+        if len(_PARSED) >= 1024:  # configs that vary row by row: bounded, not a leak
+            _PARSED.clear()
+        _PARSED[key] = _parse(config)
+    return _PARSED[key]
 
 
 def _parse(config: Mapping[str, Any]) -> _Options:
