@@ -10,6 +10,8 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, cast
 
 
@@ -41,6 +43,12 @@ def document_problem(document: Any) -> str | None:
     for i, bench in enumerate(document["benchmarks"]):
         if not isinstance(bench, dict) or not isinstance(bench.get("benchmark_file"), str):
             return f"benchmarks[{i}] has no benchmark_file"
+    # The fields every reader relies on, checked in one walk that spells no place; only a document that
+    # fails it is walked again, pattern by pattern, to name the first field at fault (issue 40).
+    if _fields_fit(document, _field_tree()) and all(
+        _score_missing(row) is None for bench in document["benchmarks"] for row in bench.get("rows", ())
+    ):
+        return None
     fields = _Fields(document)
     for pattern, kinds in READ_FIELDS:
         fits = _fits(kinds)
@@ -54,21 +62,87 @@ def document_problem(document: Any) -> str | None:
                 if key not in value:
                     return f"{_spelled(path)} has no {key}"
     for path, row in fields.found(_ROW):
-        for name, given in row.get("models", {}).items():
-            found = given.get("score")
-            if not isinstance(found, dict):
-                continue
-            needed = ("value", *_SCORE_NEEDS.get(row["evaluation_type"], ()))
-            if row["evaluation_type"] == "char_accuracy" and "scripts" in found:
-                needed += ("aligned", "expected_chars", "output_chars")
-            for key in needed:
-                if found.get(key) is None:
-                    return f"{_spelled(path)}.models.{name}.score has no {key}"
-            if row["evaluation_type"] == "perplexity":
-                for script, share in (found.get("scripts") or {}).items():
-                    if share.get("nll") is None or share.get("n_chars") is None:
-                        return f"{_spelled(path)}.models.{name}.score.scripts.{script} has no nll or n_chars"
+        missing = _score_missing(row)
+        if missing is not None:
+            return f"{_spelled(path)}.{missing}"
     return None
+
+
+def _score_missing(row: dict[str, Any]) -> str | None:
+    """What a row's scores lack that the corpus figures need (`models.base.score has no nll`), or None."""
+    for name, given in row.get("models", {}).items():
+        found = given.get("score")
+        if not isinstance(found, dict):
+            continue
+        needed = ("value", *_SCORE_NEEDS.get(row["evaluation_type"], ()))
+        if row["evaluation_type"] == "char_accuracy" and "scripts" in found:
+            needed += ("aligned", "expected_chars", "output_chars")
+        for key in needed:
+            if found.get(key) is None:
+                return f"models.{name}.score has no {key}"
+        if row["evaluation_type"] == "perplexity":
+            for script, share in (found.get("scripts") or {}).items():
+                if share.get("nll") is None or share.get("n_chars") is None:
+                    return f"models.{name}.score.scripts.{script} has no nll or n_chars"
+    return None
+
+
+@dataclass
+class _FieldNode:
+    """READ_FIELDS and REQUIRED_FIELDS as one tree: the tests of a place, the keys it must hold, and the
+    places below it, named or `*`."""
+
+    fits: list[Callable[[Any], bool]] = field(default_factory=list)
+    required: tuple[str, ...] = ()
+    named: dict[str, _FieldNode] = field(default_factory=dict)
+    star: _FieldNode | None = None
+
+    def below(self, part: str) -> _FieldNode:
+        if part == "*":
+            self.star = self.star or _FieldNode()
+            return self.star
+        return self.named.setdefault(part, _FieldNode())
+
+
+@cache
+def _field_tree() -> _FieldNode:
+    root = _FieldNode()
+    for pattern, kinds in READ_FIELDS:
+        node = root
+        for part in pattern.split("."):
+            node = node.below(part)
+        node.fits.append(_fits(kinds))
+    for pattern, keys in REQUIRED_FIELDS:
+        node = root
+        for part in pattern.split("."):
+            node = node.below(part)
+        node.required += keys
+    return root
+
+
+def _fields_fit(value: Any, node: _FieldNode) -> bool:
+    """Whether every field below `value` that READ_FIELDS and REQUIRED_FIELDS name is as they say: the
+    same fields _Fields.found finds (a named key of an object; `*`: every value of an object or item of a
+    list), without their places. False also where in doubt: the walk that names the fault then decides."""
+    for fits in node.fits:
+        if not fits(value):
+            return False
+    if isinstance(value, dict):
+        for key in node.required:
+            if key not in value:
+                return False
+        for key, child in node.named.items():
+            if key in value and not _fields_fit(value[key], child):
+                return False
+        if node.star is not None:
+            star = node.star
+            return all(_fields_fit(item, star) for item in value.values())
+    elif node.required:
+        return False
+    elif isinstance(value, list) and node.star is not None:
+        star = node.star
+        return all(_fields_fit(item, star) for item in value)
+    return True
 
 
 # The fields some reader of a results document relies on (the baseline comparison, the history, check,

@@ -175,3 +175,84 @@ def test_collected_rows_are_frozen_for_the_run_and_thawed_by_the_next_session(
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def _damaged_documents() -> Any:
+    """A sound document with one value somewhere replaced by another kind of JSON value, or one key gone."""
+    from hypothesis import strategies as st
+
+    values = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 3),
+        st.floats(-2, 2),
+        st.text(max_size=3),
+        st.lists(st.integers(0, 2), max_size=2),
+        st.dictionaries(st.sampled_from(["value", "x", "nll"]), st.integers(0, 1), max_size=2),
+    )
+    return st.tuples(st.integers(0, 10**6), values, st.booleans())
+
+
+def _places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [at]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _places(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _places(item, (*at, index))
+    return found
+
+
+def test_the_quick_walk_passes_only_what_the_naming_walk_passes() -> None:
+    # document_problem first walks a document once without places, and names the fault with the slower
+    # walk only when that fails: a damage the quick walk let through would be a damaged baseline read as
+    # sound. Every single damage of a document with every kind of field must be judged as the slow walk
+    # alone judges it.
+    from hypothesis import given, settings
+
+    import pytest_llmeval.results_reader as reader
+
+    sound = _document(3)
+    sound["benchmarks"][0]["rows"][1]["evaluation_type"] = "perplexity"
+    sound["benchmarks"][0]["rows"][1]["models"]["base"]["score"].update(
+        {
+            "cross_entropy": 1.0,
+            "nll": 2.0,
+            "perplexity": 2.7,
+            "n_tokens": 3,
+            "n_chars": 9,
+            "scripts": {"latin": {"nll": 2.0, "n_chars": 9}},
+        }
+    )
+    sound["models"][0]["training"] = {"final_loss": 0.5, "totals": {"steps": 3}}
+    sound["models"][0]["parameter_efficiency"] = {"trainable_params": 10}
+    sound["criteria"] = {"name": "default", "gates": {"size": {"status": "pass", "message": "ok"}}}
+    sound["complete"] = True
+    assert document_problem(copy.deepcopy(sound)) is None
+    places = _places(sound)[1:]
+
+    def slow(document: Any) -> str | None:
+        quick = reader._fields_fit
+        reader._fields_fit = lambda value, node: False  # type: ignore[assignment]
+        try:
+            return document_problem(document)
+        finally:
+            reader._fields_fit = quick  # type: ignore[assignment]
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(_damaged_documents())
+    def check(damage: tuple[int, Any, bool]) -> None:
+        which, value, remove = damage
+        document = copy.deepcopy(sound)
+        place = places[which % len(places)]
+        parent = document
+        for key in place[:-1]:
+            parent = parent[key]
+        if remove and isinstance(parent, dict):
+            del parent[place[-1]]
+        else:
+            parent[place[-1]] = value
+        assert document_problem(copy.deepcopy(document)) == slow(document)
+
+    check()
