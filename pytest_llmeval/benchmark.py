@@ -49,6 +49,7 @@ _TOO_DEEP = f"invalid JSON: nested too deeply (more than {MAX_DEPTH} levels)"
 # A lone surrogate ("\ud800" escaped in a string) is valid JSON but not text: it cannot be written as UTF-8
 # (results.json, the terminal) nor tokenized, so it is refused where it is read, not where it would crash.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON text spells one
 
 # A validator raises ValueError with a one-line reason when an evaluation_config is invalid.
 ConfigValidator = Callable[[Mapping[str, Any]], None]
@@ -165,10 +166,13 @@ def jsonl_objects(text: str) -> Iterator[tuple[int, dict[str, Any] | None, str |
         if not isinstance(obj, dict):
             yield lineno, None, f"expected a JSON object, got {_json_type(obj)}"
             continue
-        unusable = _unusable(obj)
-        if unusable is not None:
-            yield lineno, None, unusable
-            continue
+        # Walked only when the line could hold either fault: a lone surrogate comes from a \uD800-style
+        # escape (the text itself is decoded UTF-8), and nesting past MAX_DEPTH needs that many brackets.
+        if row.count("{") + row.count("[") > MAX_DEPTH or _SURROGATE_ESCAPE.search(row):
+            unusable = _unusable(obj)
+            if unusable is not None:
+                yield lineno, None, unusable
+                continue
         yield lineno, obj, None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pytest_llmeval import gates
@@ -46,7 +47,7 @@ class Roster:
 
     members: tuple[Member, ...] = ()
 
-    @property
+    @cached_property  # asked for once per row scored (evaluated)
     def adapters(self) -> tuple[Member, ...]:
         return tuple(m for m in self.members if m.kind == "adapter")
 

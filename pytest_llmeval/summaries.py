@@ -383,11 +383,22 @@ def composite_summary(
     out: dict[str, Any] = {}
     fluency = fluency_summary(records) or {}
     any_metric = False
+    # The kinds any row was scored by: a weighted metric that no row has is None without a pass over them.
+    scored = {r["evaluation_type"] for r in records}
+    scored.update(
+        kind
+        for r in records
+        for found in (r.get("models") or {}).values()
+        if isinstance(found, Mapping)
+        for kind in (found.get("metrics") or {})
+    )
     for who in (BASE, ADAPTER):
         metrics: dict[str, float | None] = {}
         for metric in weights:
             if metric == "perplexity":
                 metrics[metric] = (fluency.get(who) or {}).get("perplexity_score")
+            elif metric not in scored:
+                metrics[metric] = None
             else:
                 # A row's own type's score or one of its `metrics`: a row scored by BERTScore and ROUGE-L
                 # counts in both, as the separate rows it replaces would.

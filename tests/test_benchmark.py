@@ -603,3 +603,44 @@ def test_invalid_id_message_says_what_an_id_may_hold(bench: Path) -> None:
         "invalid id 'a b': use letters, digits and . _ + - (no spaces, '/' or '::'), "
         "starting with a letter or digit",
     )
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(st.sampled_from(["a", "\ud800", "\udfff", "é", "😀", "\\"]), max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=80,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.dictionaries(st.text(max_size=3), _JSON_VALUES, max_size=3),
+    st.integers(0, 70),
+    st.booleans(),
+)
+def test_a_line_is_walked_for_surrogates_and_depth_whenever_it_could_hold_them(
+    obj: dict[str, Any], extra_depth: int, ascii_only: bool
+) -> None:
+    # jsonl_objects walks a parsed line only when its text could hold a lone surrogate (a \uD800-style
+    # escape) or nesting past MAX_DEPTH (that many brackets): its verdict must be the full walk's.
+    from pytest_llmeval.benchmark import _unusable, jsonl_objects
+
+    for _ in range(extra_depth):
+        obj = {"k": [obj]} if extra_depth % 2 else {"k": obj}
+    try:
+        line = json.dumps(obj, ensure_ascii=ascii_only)
+        line.encode("utf-8")  # a raw lone surrogate is not UTF-8: no file holds this line
+    except (RecursionError, UnicodeEncodeError):
+        return
+    [(_, parsed, why)] = list(jsonl_objects(line))
+    try:
+        expected = _unusable(json.loads(line))
+    except RecursionError:
+        return
+    assert why == expected
+    assert (parsed is None) == (expected is not None)

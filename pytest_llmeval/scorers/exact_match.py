@@ -74,7 +74,7 @@ class _Options:
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise ValueError with a one-line reason naming the offending key when `config` is invalid."""
-    _parse(config)
+    _options(config)
 
 
 def extract(text: str, pattern: str, *, which: str = "first") -> str | None:
