@@ -134,6 +134,18 @@ class BenchmarkFile(pytest.File):
             yield GateItem.from_parent(self, name=f"{GATE_PREFIX}{name}", gate=name, info=info)
 
 
+_MARKS_KEY = pytest.StashKey[dict[str, pytest.MarkDecorator]]()
+
+
+def _mark(config: pytest.Config, name: str) -> pytest.MarkDecorator:
+    """`pytest.mark.<name>`, made once per session: every row carries two, and pytest makes (and checks
+    against the registered markers) a new one for each add_marker(name)."""
+    made = config.stash.setdefault(_MARKS_KEY, {})
+    if name not in made:
+        made[name] = getattr(pytest.mark, name)
+    return made[name]
+
+
 class BenchmarkItem(pytest.Item):
     """What rows and gates share: the benchmark file they belong to, as collection knew it."""
 
@@ -154,8 +166,8 @@ class CaseItem(BenchmarkItem):
         self.case = case
         self.llmeval_record: RowRecord | None = None
         # `-m hard`, `-m exact_match`: markers are registered in hooks.configure.pytest_configure.
-        self.add_marker(case.difficulty)
-        self.add_marker(case.evaluation_type)
+        self.add_marker(_mark(self.config, case.difficulty))
+        self.add_marker(_mark(self.config, case.evaluation_type))
         # Tags are free text, so they are keywords (`-k edge`) rather than markers that need registering.
         for tag in case.tags:
             self.extra_keyword_matches.add(tag)

@@ -91,6 +91,8 @@ class Roster:
     def evaluated(self, domains: Mapping[str, Domain]) -> str:
         """The column whose score passes or fails a row: the adapter whose domain the benchmark is (the
         first such), else the first adapter, else the base."""
+        if not self.adapters:
+            return BASE
         adapters = [m.side for m in self.adapters]
         inside = [side for side in adapters if domains.get(side) == "in"]
         if inside:

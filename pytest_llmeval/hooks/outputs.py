@@ -110,11 +110,17 @@ def collected_inputs(
     """The benchmark files rows came from and the custom scorers' scripts they name, from each row's
     (benchmark name, evaluation type, evaluation config)."""
     found: dict[Path, str] = {}
+    seen: set[tuple[str, str | None]] = set()  # a path made once per file and script, not once per row
     for name, kind, evaluation_config in rows:
+        script = evaluation_config.get("script") if kind == "custom" else None
+        if not isinstance(script, str):
+            script = None
+        if (name, script) in seen:
+            continue
+        seen.add((name, script))
         bench = config.rootpath / name
         found.setdefault(bench, "the benchmark file")
-        script = evaluation_config.get("script")
-        if kind == "custom" and isinstance(script, str):
+        if script is not None:
             found.setdefault(bench.parent / script, "the custom scorer")
     return [(what, path) for path, what in found.items() if path.exists()]
 
