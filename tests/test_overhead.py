@@ -137,8 +137,15 @@ from pathlib import Path
 
 
 def pytest_runtest_call(item):
+    if item.name not in ("r0", "test_plain"):
+        return  # gc.get_freeze_count() walks every frozen object: once is enough
     with open(Path(__file__).parent / "frozen.txt", "a") as out:
         out.write(f"{item.name} {gc.get_freeze_count()} {gc.get_threshold()[0]}\\n")
+
+
+def pytest_sessionfinish(session):  # after the plugin's own (tryfirst)
+    with open(Path(__file__).parent / "frozen.txt", "a") as out:
+        out.write(f"end {len(gc.get_objects())}\\n")
 """
 
 
@@ -154,24 +161,28 @@ def test_collected_rows_are_frozen_for_the_run_and_thawed_by_the_next_session(
     thaw_earlier_session()  # an earlier in-process run of this process may have left its own freeze
     before = gc.get_threshold()
     pytester.makeconftest(FREEZE_PROBE)
-    pytester.makefile(".jsonl", bench=jsonl([row("r0", expected="a"), row("r1", expected="b")]))
+    pytester.makefile(".jsonl", bench=jsonl([row(f"r{i}", expected="a") for i in range(ROWS)]))
     (pytester.path / "preds.jsonl").write_text(
-        jsonl([{"id": "r0", "prediction": "a"}, {"id": "r1", "prediction": "b"}])
+        jsonl([{"id": f"r{i}", "prediction": "a"} for i in range(ROWS)])
     )
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
     try:
         first = pytester.runpytest_inprocess(
             "bench.jsonl", "--llmeval-predictions=preds.jsonl", "-m", "not gate", "--llmeval-no-history"
         )
-        first.assert_outcomes(passed=2)
+        first.assert_outcomes(passed=ROWS)
         seen = (pytester.path / "frozen.txt").read_text().split()
         assert seen[0] == "r0" and int(seen[1]) > 1000, seen  # everything alive at collection's end
         assert int(seen[2]) == YOUNG_THRESHOLD  # young objects collected less often while rows run
-        assert gc.get_freeze_count() > 0  # left frozen: thawing at the end would make the exit walk it all
+        # What the rows added is frozen at the session's end too: the collector then tracks what was made
+        # since (results.json's document: about 1,800 objects here, against 18,000 with the rows' records
+        # and reports); left frozen, since thawing it at the end would make the exit walk it all.
+        assert seen[-2] == "end" and int(seen[-1]) < 6000, seen[-2:]
+        assert gc.get_freeze_count() > 0
         (pytester.path / "frozen.txt").unlink()
         second = pytester.runpytest_inprocess("test_plain.py", "--llmeval-no-history")
         second.assert_outcomes(passed=1)
-        assert (pytester.path / "frozen.txt").read_text().split() == ["test_plain", "0", str(before[0])]
+        assert (pytester.path / "frozen.txt").read_text().split()[:3] == ["test_plain", "0", str(before[0])]
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_llmeval.evaluator import Evaluator
 from pytest_llmeval.history import append, history_dir, prune
+from pytest_llmeval.hooks.collection import freeze_the_run
 from pytest_llmeval.hooks.outputs import cause, collected_inputs, junit_writer, write_or_fallback
 from pytest_llmeval.hooks.xdist import is_worker
 from pytest_llmeval.inputs import path_clashes
@@ -214,6 +215,7 @@ class _RecordSink:
 # tryfirst: before pytest's JUnit XML writer, which _write_run may have to move off a file the run read.
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    freeze_the_run()
     config = session.config
     run = config.stash[EVALUATOR_KEY]
     if is_worker(config):
