@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.records import BenchmarkInfo
-from pytest_llmeval.results import SCHEMA_VERSION, Baseline, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION, Baseline, previous_comparison, write_atomic
 from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 HISTORY_DIR = Path(".llmeval") / "history"
@@ -87,7 +87,12 @@ def entries(folder: Path) -> list[Path]:
     folder is never listed, compared or removed. (Temporary files of an atomic write start with a dot.)"""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("*.json") if _ENTRY_NAME.match(p.name))
+    return sorted(p for p in folder.glob("*.json") if is_entry(p))
+
+
+def is_entry(path: Path) -> bool:
+    """Whether `path` is named as entry_name names a history entry (any other results.json is not)."""
+    return _ENTRY_NAME.match(path.name) is not None
 
 
 def read_checked(path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -269,6 +274,12 @@ def _score(value: Any) -> str:
     return "-" if value is None else f"{float(value):.3f}"
 
 
+def label_of(document: Mapping[str, Any]) -> str:
+    """Who a run evaluated, as a listing names it: `math 0.2` (adapter and version), `base smol`."""
+    adapter, base = identity_of(document)
+    return f"{adapter} {document.get('adapter_version') or ''}".strip() if adapter else f"base {base}"
+
+
 def list_lines(all_runs: Sequence[Run]) -> list[str]:
     """One block per run: number, time, adapter and version, complete or why not, each benchmark's scores."""
     if not all_runs:
@@ -276,8 +287,7 @@ def list_lines(all_runs: Sequence[Run]) -> list[str]:
     lines = []
     for run in all_runs:
         doc = run.document
-        adapter, base = identity_of(doc)
-        who = f"{adapter} {doc.get('adapter_version') or ''}".strip() if adapter else f"base {base}"
+        who = label_of(doc)
         state = "complete" if doc.get("complete") is True else f"partial: {doc.get('incomplete_reason')}"
         lines.append(f"{run.index:>3}  {doc.get('timestamp')}  {who}  [{state}]  {run.path.name}")
         for bench in doc.get("benchmarks", []):
@@ -292,8 +302,6 @@ def list_lines(all_runs: Sequence[Run]) -> list[str]:
 
 def diff_lines(a: Run, b: Run, *, alpha: float = 0.05) -> list[str]:
     """Two runs side by side: each benchmark's scores in both, and B against A on the rows they share."""
-    from pytest_llmeval.results import previous_comparison
-
     lines = [f"A: #{a.index} {a.path.name}", f"B: #{b.index} {b.path.name}"]
     for run, label in ((a, "A"), (b, "B")):
         if run.document.get("complete") is not True:
@@ -324,23 +332,34 @@ def diff_lines(a: Run, b: Run, *, alpha: float = 0.05) -> list[str]:
             )
         if ea is None or eb is None:
             continue
-        info: BenchmarkInfo = {
-            "name": name,
-            "sha256": str(eb.get("benchmark_hash")),
-            "domain": eb.get("domain"),
-            "n_rows": int(eb.get("n_examples") or 0),
-        }
-        cmp, block = previous_comparison(info, list(eb.get("rows", [])), Baseline(a.document), alpha)
-        if not block["comparable"]:
-            lines.append(f"  B vs A: not comparable: {block['reason']}")
-        elif cmp is None:
-            lines.append("  B vs A: no scored row in common")
+        cmp, why_not = compare_entries(a.document, eb, alpha=alpha)
+        if cmp is None:
+            lines.append(f"  B vs A: {why_not}")
         else:
-            lines.append(f"  B vs A on {cmp.n} shared rows: {_comparison_text(cmp)}")
+            lines.append(f"  B vs A on {cmp.n} shared rows: {comparison_text(cmp)}")
     return lines
 
 
-def _comparison_text(cmp: Any) -> str:
+def compare_entries(a: Mapping[str, Any], entry_b: Mapping[str, Any], *, alpha: float) -> tuple[Any, str]:
+    """Run B's benchmark entry `entry_b` against run A's document on the rows both scored (no_regression's
+    comparison, results.previous_comparison): (stats.PairedComparison, "") or (None, why there is none).
+    One place for `history --diff` and the viewer (viewer.py), so the two never give different figures."""
+    info: BenchmarkInfo = {
+        "name": str(entry_b.get("benchmark_file")),
+        "sha256": str(entry_b.get("benchmark_hash")),
+        "domain": entry_b.get("domain"),
+        "n_rows": int(entry_b.get("n_examples") or 0),
+    }
+    cmp, block = previous_comparison(info, list(entry_b.get("rows", [])), Baseline(a), alpha)
+    if not block["comparable"]:
+        return None, f"not comparable: {block['reason']}"
+    if cmp is None:
+        return None, "no scored row in common"
+    return cmp, ""
+
+
+def comparison_text(cmp: Any) -> str:
+    """B against A in one line: means, difference with its interval, the test's p and the verdict."""
     from pytest_llmeval.formatting import name_of_test, p_value
 
     sign = "+" if cmp.difference >= 0 else ""

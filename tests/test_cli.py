@@ -20,9 +20,9 @@ from helpers import REPO, jsonl, row
 from pytest_llmeval.ci.__main__ import main as ci_main
 from pytest_llmeval.cli import main
 
-SUBCOMMANDS = ("check", "report", "history", "compare", "convert")
+SUBCOMMANDS = ("check", "report", "history", "view", "compare", "convert")
 # The statuses each subcommand's --help lists: 1 only where there is a verdict to fail.
-STATUSES = {"check": "012", "report": "02", "history": "02", "compare": "012", "convert": "02"}
+STATUSES = {"check": "012", "report": "02", "history": "02", "view": "02", "compare": "012", "convert": "02"}
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,8 @@
     pytest-llmeval history                   # every run, oldest first, numbered
     pytest-llmeval history --diff 1 -1       # the first run against the newest
     pytest-llmeval history --results out/results.json   # the history beside another results.json
+    pytest-llmeval view                      # history.html: every run of the history, to browse offline
+    pytest-llmeval view .llmeval/history other/results.json --pair 3 -1 --out=runs.html
 
 Runs are named by number (1 = oldest, -1 = newest), by file name, or by a unique prefix of it.
 
@@ -25,10 +27,11 @@ an incomplete run; compare: a primary criterion), 2 on input or usage it cannot 
 standard error that starts with "llmeval:" and names the file or option (argparse's own usage errors
 excepted, which print the usage first). `python -m pytest_llmeval.ci check` is kept as an alias of check.
 
-One module a subcommand (check.py, report.py, history.py, compare.py, convert.py: its parser and its
-handler), common.py what they share (the help layout, the refusal that exits 2, reading a results.json and
-writing a file); this module builds the parser and runs the handler. The work itself is done by the library
-modules they call (ci, history, convert, reporting/): the command line only reads arguments and files.
+One module a subcommand (check.py, report.py, history.py, view.py, compare.py, convert.py: its parser and
+its handler), common.py what they share (the help layout, the refusal that exits 2, reading a results.json
+and writing a file); this module builds the parser and runs the handler. The work itself is done by the
+library modules they call (ci, history, viewer, convert, reporting/): the command line only reads arguments
+and files.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pytest_llmeval.cli.compare import _add_compare, _compare
 from pytest_llmeval.cli.convert import _add_convert, _convert
 from pytest_llmeval.cli.history import _add_history, _history
 from pytest_llmeval.cli.report import _add_report, _report
+from pytest_llmeval.cli.view import _add_view, _view
 
 PROG = "pytest-llmeval"
 
@@ -64,8 +68,8 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         prog=prog or _prog(),
         description=_paragraphs(
             "The command line beside the pytest plugin: the gate check for CI, the reports again from a "
-            "results.json, the history of runs, a PEFT adaptation against full fine-tuning, benchmark rows "
-            "from HumanEval and MBPP.",
+            "results.json, the history of runs and a page to browse it, a PEFT adaptation against full "
+            "fine-tuning, benchmark rows from HumanEval and MBPP.",
         ),
         epilog=f"{EXIT_CODES}\n\n"
         + _paragraphs(
@@ -79,6 +83,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         "check": (_add_check(commands), _check),
         "report": (_add_report(commands), _report),
         "history": (_add_history(commands), _history),
+        "view": (_add_view(commands), _view),
         "compare": (_add_compare(commands), _compare),
         "convert": (_add_convert(commands), _convert),
     }
