@@ -18,4 +18,6 @@ Import from the module that holds a name; this package re-exports nothing.
 - `peft_sft`: PEFT against SFT compared: the §5.1 ratios, the §5.2 paired tests, the §7.2 criteria judged.
 - `peft_sft_report`: that comparison for people: the terminal table, the §6.2 Markdown report, the
   recommendations.
+- `viewer_page`: the history viewer's page (`pytest-llmeval view`): the payload of `viewer.py` embedded as
+  escaped JSON, and `viewer.js`, the page's own script, inlined under a Content-Security-Policy.
 """
