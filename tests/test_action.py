@@ -34,6 +34,8 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 SHA_PIN = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(?P<path>/[\w./-]+)?@(?P<sha>[0-9a-f]{40})$")
 # Outputs of actions/cache/restore that a later step may read.
 CACHE_RESTORE_OUTPUTS = {"cache-hit", "cache-primary-key", "cache-matched-key"}
+# What actions/upload-artifact (v4 and later) sets: the link step reads artifact-url.
+UPLOAD_OUTPUTS = {"artifact-id", "artifact-url", "artifact-digest"}
 
 
 def action() -> dict[str, Any]:
@@ -114,8 +116,15 @@ def test_step_outputs_read_are_the_ones_written() -> None:
         command: set(re.findall(r"^\s*output ([\w-]+) ", body, re.MULTILINE))
         for command, body in re.findall(r"^(\w+)\(\) \{\n(.*?)^\}", script, re.MULTILINE | re.DOTALL)
     }
-    prepared = {"results", "html", "junit", "spot-check", "generations", "history", "model-key"}
-    evaluated = {"gates-passed", "pytest-exit-code", "generations-key", "history-key", "model-ready"}
+    prepared = {"results", "html", "junit", "spot-check", "generations", "history", "model-key", "view"}
+    evaluated = {
+        "gates-passed",
+        "pytest-exit-code",
+        "generations-key",
+        "history-key",
+        "model-ready",
+        "view-written",
+    }
     assert prepared <= written["prepare"] and evaluated <= written["evaluate"]
     steps = action()["runs"]["steps"]
     seen: dict[str, set[str]] = {}
@@ -129,6 +138,8 @@ def test_step_outputs_read_are_the_ones_written() -> None:
                 command = re.fullmatch(r'bash "\$GITHUB_ACTION_PATH/tools/action_run\.sh" (\w+)', step["run"])
                 assert command, step["run"]
                 seen[step["id"]] = written[command[1]]
+            elif step["uses"].startswith("actions/upload-artifact@"):
+                seen[step["id"]] = UPLOAD_OUTPUTS
             else:
                 assert step["uses"].startswith("actions/cache/restore@")
                 seen[step["id"]] = CACHE_RESTORE_OUTPUTS
@@ -138,7 +149,7 @@ def test_step_outputs_read_are_the_ones_written() -> None:
     # The uploaded files are the ones the run writes; the upload and the cache saves run whatever failed.
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"].startswith("always()")
-    assert all(f"steps.prepare.outputs.{o}" in upload["with"]["path"] for o in ("results", "html"))
+    assert all(f"steps.prepare.outputs.{o}" in upload["with"]["path"] for o in ("results", "html", "view"))
     saves = [s for s in steps if s.get("uses", "").startswith("actions/cache/save@")]
     assert len(saves) == 3 and all(s["if"].startswith("always()") for s in saves)
 
@@ -244,12 +255,27 @@ def test_passing_gates_and_wrong_rows_are_a_green_step(workspace: Path) -> None:
     assert len(list((workspace / ".llmeval" / "history").glob("*.json"))) == 1
     document = json.loads((workspace / "results.json").read_text())
     assert document["benchmarks"][0]["gates"]["better_than_base"]["status"] == "pass"
-    for name in ("spot_check.md", "llmeval-report.html", "llmeval-junit.xml"):
+    for name in ("spot_check.md", "llmeval-report.html", "llmeval-junit.xml", "llmeval-history.html"):
         assert (workspace / name).is_file(), name
+    assert run.outputs["view-written"] == "true"  # the history holds this run: the viewer shows it
     # The plugin's summary (GITHUB_STEP_SUMMARY is set), then the verdict as a paragraph of its own.
     assert run.summary.startswith("## pytest-llmeval: ")
     assert run.summary.endswith("\n\n**llmeval: every gate passed.**\n")
     assert "::error file=benchmarks/bench.jsonl,line=8::r7 scored 0.0 < 1.0 (adapter)" in run.stdout
+
+
+def test_the_job_summary_links_the_uploaded_reports_and_names_the_viewer(workspace: Path) -> None:
+    url = "https://github.com/o/r/actions/runs/1/artifacts/2"
+    view = workspace / "llmeval-history.html"
+    run = run_action(workspace, "link", artifact_url=url, view=str(view))
+    assert run.returncode == 0, run.stdout
+    assert run.summary == f"\n**Reports:** [results.json and the HTML report]({url}).\n"
+    view.write_text("<!doctype html>")
+    run = run_action(workspace, "link", artifact_url=url, view=str(view))
+    assert run.summary == (
+        f"\n**Reports:** [the llmeval-history.html history viewer, results.json and the HTML report]({url}) "
+        "(download, then open the viewer in a browser).\n"
+    )
 
 
 def test_a_failed_gate_fails_the_step_unless_told_otherwise(workspace: Path) -> None:

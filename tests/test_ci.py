@@ -49,6 +49,12 @@ def test_github_summary_annotations_and_junit(
     # No in-domain benchmark: the top level names the one it describes, and why.
     assert "Top level of results.json: `bench.jsonl` (no in-domain benchmark ran: " in text
     assert "❌ edge_cases" in text and "⚠️ difficulty_mix" in text and "| easy | 6 | 0.0% | 0.0% |" in text
+    # The history kept so far, and the command that shows it (the GitHub Action writes and links the viewer).
+    history = pytester.path / ".llmeval" / "history"
+    assert text.endswith(
+        f"\nHistory: 1 run(s) in `{history}`; `pytest-llmeval view {history} --out=history.html` shows them "
+        "and their rows side by side.\n"
+    )
     # JUnit: each row carries its scores as flat properties.
     case = ET.parse(pytester.path / "junit.xml").getroot().find(".//testcase[@name='r3']")
     assert case is not None

@@ -292,7 +292,13 @@ def test_a_selection_is_partial_and_the_next_full_run_compares_with_the_last_ful
     # training data). No history yet: no no_regression.
     first.assert_outcomes(passed=8 + 4, failed=4, skipped=1)
     # Named by the predictions: their file and a hash of their outputs (no `model` field in the lines).
-    first.stdout.fnmatch_lines(["history: *.llmeval/history/*_preds.txt-????????????.json; list with *"])
+    first.stdout.fnmatch_lines(
+        [
+            "history: *.llmeval/history/*_preds.txt-????????????.json; list with `pytest-llmeval history`, "
+            "see the runs and their rows side by side in a browser with "
+            "`pytest-llmeval view --out=history.html`"
+        ]
+    )
     assert results(pytester)["complete"] is True
     quick = pytester.runpytest(*preds, "-k", "r03 or r09")
     quick.assert_outcomes(passed=1, failed=1, deselected=16)

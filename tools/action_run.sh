@@ -3,6 +3,7 @@
 #
 #   action_run.sh prepare    # absolute paths of every output, the model cache's folder and key
 #   action_run.sh evaluate   # pytest, then the gate check: the step's exit status and outputs
+#   action_run.sh link       # after the upload: the job summary links the artifact (and its viewer)
 #
 # Every input arrives as an environment variable (LLMEVAL_*), never interpolated into this script: an input
 # is data, so a quote or `$(...)` in it is a character of a path, not code (zizmor's template-injection).
@@ -63,6 +64,7 @@ prepare() {
 	output spot-check "$(dirname "$results")/spot_check.md"
 	output html "$(absolute "${LLMEVAL_HTML:-llmeval-report.html}")"
 	output junit "$(absolute "${LLMEVAL_JUNIT:-llmeval-junit.xml}")"
+	output view "$(absolute "${LLMEVAL_VIEW:-llmeval-history.html}")"
 	# The generation cache is under pytest's rootdir, which `evaluate` sets to this folder.
 	output generations "$PWD/.pytest_cache/d/llmeval"
 	# The history of runs (no_regression's baselines) is written beside results.json.
@@ -140,7 +142,21 @@ evaluate() {
 	rm -f "$start"
 
 	output generations-key "$(contents_key "$PWD/.pytest_cache/d/llmeval/v1")"
-	output history-key "$(contents_key "$(dirname "$results")/.llmeval/history")"
+	local history
+	history="$(dirname "$results")/.llmeval/history"
+	output history-key "$(contents_key "$history")"
+	# The history viewer, whenever the history holds a run (a cached history, or this run's own entry). Not
+	# the step's business to fail on: the run's verdict below stands either way.
+	if compgen -G "$history/*.json" >/dev/null; then
+		if "$PYTHON" -m pytest_llmeval view "$history" "--out=${LLMEVAL_VIEW:-llmeval-history.html}"; then
+			output view-written true
+		else
+			output view-written false
+			echo "::warning::llmeval: the history viewer could not be written (see above)"
+		fi
+	else
+		output view-written false
+	fi
 	if compgen -G "${LLMEVAL_CACHE_DIR:-/nonexistent}/models/*/config.json" >/dev/null; then
 		output model-ready true
 	else
@@ -188,11 +204,22 @@ evaluate() {
 	esac
 }
 
+# After the upload: the artifact's address at the end of the job summary, naming the viewer when it is there.
+link() {
+	local view=${LLMEVAL_VIEW:-llmeval-history.html}
+	if [ -f "$view" ]; then
+		summary "**Reports:** [the $(basename "$view") history viewer, results.json and the HTML report](${LLMEVAL_ARTIFACT_URL}) (download, then open the viewer in a browser)."
+	else
+		summary "**Reports:** [results.json and the HTML report](${LLMEVAL_ARTIFACT_URL})."
+	fi
+}
+
 case "${1:-}" in
 prepare) prepare ;;
 evaluate) evaluate ;;
+link) link ;;
 *)
-	echo "usage: $0 prepare|evaluate (inputs come as LLMEVAL_* environment variables)" >&2
+	echo "usage: $0 prepare|evaluate|link (inputs come as LLMEVAL_* environment variables)" >&2
 	exit 2
 	;;
 esac

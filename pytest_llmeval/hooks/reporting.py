@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.evaluator import Evaluator
-from pytest_llmeval.history import append, history_dir, prune
+from pytest_llmeval.history import append, entries, history_dir, prune
 from pytest_llmeval.hooks.collection import freeze_the_run
 from pytest_llmeval.hooks.outputs import cause, collected_inputs, junit_writer, write_or_fallback
 from pytest_llmeval.hooks.xdist import is_worker
@@ -344,9 +344,17 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
         from pytest_llmeval.ci import step_summary
 
         # Appended, as GitHub expects: other steps (and other pytest runs of this step) add theirs.
+        text = step_summary(document)
+        if _HISTORY_KEY in config.stash:
+            # The runs kept so far, and how to see them: the GitHub Action writes the viewer and links it.
+            folder = config.stash[_HISTORY_KEY][0].parent
+            text += (
+                f"\nHistory: {len(entries(folder))} run(s) in `{folder}`; `pytest-llmeval view {folder} "
+                "--out=history.html` shows them and their rows side by side.\n"
+            )
         try:
             with open(summary_file, "a", encoding="utf-8") as f:
-                f.write(step_summary(document))
+                f.write(text)
         except OSError as exc:
             failures.append(f"cannot append to GITHUB_STEP_SUMMARY {summary_file} ({cause(exc)})")
     if failures:
@@ -450,4 +458,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if _HISTORY_KEY in config.stash:
         entry, removed = config.stash[_HISTORY_KEY]
         pruned = f" ({removed} older run(s) removed: --llmeval-history-keep)" if removed else ""
-        terminalreporter.write_line(f"history: {entry}{pruned}; list with `pytest-llmeval history`")
+        terminalreporter.write_line(
+            f"history: {entry}{pruned}; list with `pytest-llmeval history`, see the runs and their rows "
+            f"side by side in a browser with `pytest-llmeval view --out=history.html`"
+        )
