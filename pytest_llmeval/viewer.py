@@ -10,9 +10,11 @@ this payload; the contract between the two is version 1 of issue 41's payload:
 - `rows` per benchmark (every id any run has, first seen first, the newest run's text) and `cells` per
   benchmark, run and column as flat arrays aligned with the ids, two slots a row (output, score): one
   array per column rather than an object per row, as the payload holds runs x rows x columns cells;
+  `passed`, aligned the same way with one slot a row, says whether each score reached its row's
+  threshold (1, 0; null unscored), as the run judged it;
 - `pairs`: B against A on the rows both scored, computed by the code `history --diff` prints from
-  (history.compare_entries), for every step of each identity's series of complete runs, the default
-  pair and the pairs asked for. The page computes no statistic itself.
+  (history.compare_entries), for the newest STEPS steps of each identity's series of complete runs, the
+  default pair and the pairs asked for. The page computes no statistic itself.
 
 Pure: no pytest, no torch (scipy only for a t quantile, when a column's scores are not all 0 or 1).
 """
@@ -59,14 +61,18 @@ def build_payload(
     positions = {name: {row_id: i for i, row_id in enumerate(block["ids"])} for name, block in rows.items()}
     run_entries: list[dict[str, Any]] = []
     cells: dict[str, dict[str, dict[str, list[Any]]]] = {name: {} for name in rows}
+    passed: dict[str, dict[str, dict[str, list[int | None]]]] = {name: {} for name in rows}
     errors: dict[str, dict[str, dict[str, str]]] = {}
     for index, run in enumerate(runs):
         entry = _run_entry(run)
         columns: list[str] = entry["columns"]
         for bench in run.document.get("benchmarks", []):
             name = str(bench.get("benchmark_file"))
-            arrays, scores, errored = _cells(bench.get("rows", []), columns, positions[name], strings)
+            arrays, verdicts, scores, errored = _cells(
+                bench.get("rows", []), columns, positions[name], strings
+            )
             cells[name][str(index)] = arrays
+            passed[name][str(index)] = verdicts
             if errored:
                 errors.setdefault(name, {})[str(index)] = errored
             entry["benchmarks"][name] = _benchmark_entry(run.document, bench, scores)
@@ -80,6 +86,7 @@ def build_payload(
         "runs": run_entries,
         "rows": rows,
         "cells": cells,
+        "passed": passed,
         "errors": errors,
         "pairs": [
             found
@@ -182,11 +189,13 @@ def timestamp_of(document: Mapping[str, Any]) -> datetime | None:
 
 def _cells(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str], positions: Mapping[str, int], strings: _Strings
-) -> tuple[dict[str, list[Any]], dict[str, list[float]], dict[str, str]]:
+) -> tuple[dict[str, list[Any]], dict[str, list[int | None]], dict[str, list[float]], dict[str, str]]:
     """One run's cells of one benchmark (per column: output, score for each row of the benchmark, in the
-    order of its ids), each column's score values, and the rows that errored (id -> why)."""
+    order of its ids), whether each score reached its row's threshold (1, 0, None unscored), each column's
+    score values, and the rows that errored (id -> why)."""
     size = 2 * len(positions)
     arrays: dict[str, list[Any]] = {column: [None] * size for column in columns}
+    verdicts: dict[str, list[int | None]] = {column: [None] * len(positions) for column in columns}
     scores: dict[str, list[float]] = {column: [] for column in columns}
     errored: dict[str, str] = {}
     for row in rows:
@@ -201,11 +210,22 @@ def _cells(
             cell = arrays[column]
             cell[at] = strings(found.get("output"))
             cell[at + 1] = value if value is None else _SHORT.get(value, value)
-            if value is not None:
+            if scored is not None and value is not None:
                 scores[column].append(value)
+                verdicts[column][at // 2] = int(_reached(scored))
         if row.get("error"):
             errored[str(row["id"])] = str(row["error"])
-    return arrays, scores, errored
+    return arrays, verdicts, scores, errored
+
+
+def _reached(scored: Mapping[str, Any]) -> bool:
+    """Whether a score (scorers.base.Score.to_json) reached its row's threshold: its own `passed`, else value
+    against threshold, else full marks (a document that records neither)."""
+    said = scored.get("passed")
+    if isinstance(said, bool):
+        return said
+    threshold = scored.get("threshold")
+    return float(scored["value"]) >= (1.0 if threshold is None else float(threshold))
 
 
 def _benchmark_entry(

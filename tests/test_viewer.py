@@ -192,6 +192,21 @@ def test_regressed_rows_are_told_from_the_cells(payload: dict[str, Any]) -> None
     assert cells(payload, 0, "base")["r00"] == ("no", 0.0)
 
 
+def test_each_cell_says_whether_it_reached_its_rows_threshold(payload: dict[str, Any]) -> None:
+    # The run's own verdict per cell (1, 0; None where unscored), aligned with the ids: the page's
+    # passed/failed filter reads it rather than guessing from full marks.
+    ids = payload["rows"]["bench.jsonl"]["ids"]
+    verdicts = payload["passed"]["bench.jsonl"]["1"]["adapter"]
+    scores = payload["cells"]["bench.jsonl"]["1"]["adapter"][1::2]
+    assert len(verdicts) == len(ids) and verdicts == [None if s is None else int(s >= 1.0) for s in scores]
+    assert verdicts[ids.index("r06")] == 0 and verdicts[ids.index("r08")] == 1
+    # A score that records no verdict is judged against its threshold, then against full marks.
+    from pytest_llmeval.viewer import _reached
+
+    assert _reached({"value": 0.6, "threshold": 0.5}) and not _reached({"value": 0.6})
+    assert not _reached({"value": 0.9, "threshold": 0.5, "passed": False})
+
+
 def test_rows_are_every_id_first_seen_with_the_newest_text(payload: dict[str, Any]) -> None:
     rows = payload["rows"]["bench.jsonl"]
     assert rows["ids"] == [f"r{i:02d}" for i in range(13)]  # r12 only in the last run: last

@@ -382,6 +382,34 @@ def test_two_runs_list_regressed_then_improved_then_unchanged_with_a_character_d
     assert page.errors() == []
 
 
+@pytest.mark.slow
+@needs_browser
+def test_passed_and_failed_follow_each_runs_thresholds(page: Page) -> None:
+    # The runs' own verdicts (payload.passed), not full marks: here a score of 0.5 reached its threshold.
+    _, payload = pair_history()
+    payload["passed"] = {
+        BENCH: {
+            run: {
+                column: [None if s is None else int(s >= 0.5) for s in flat[1::2]]
+                for column, flat in columns.items()
+            }
+            for run, columns in payload["cells"][BENCH].items()
+        }
+    }
+    page.open(payload)
+    page.tab("pair")
+    page.choose("f-outcome", "failed")
+    assert page.run(ROWS_OF + ".map(r => r.dataset.id)") == ["dates-003", "dates-005", "dates-008"]
+    page.choose("f-outcome", "passed")
+    assert page.run(ROWS_OF + ".map(r => r.dataset.id)") == [
+        "dates-002",
+        "dates-006",
+        "dates-001",
+        "dates-004",
+    ]
+    page.choose("f-outcome", "")
+
+
 def _lcs(a: str, b: str) -> int:
     row = [0] * (len(b) + 1)
     for x in a:

@@ -173,14 +173,20 @@
     return derived.rowIndex.get(bench).get(id);
   }
 
-  // One row's cell in one run and column: {out: text or null, score: number or null}, or null when the run
-  // has no such column for the benchmark.
+  // One row's cell in one run and column: {out: text or null, score: number or null, passed: true, false or
+  // null}, or null when the run has no such column for the benchmark.
   function cell(bench, run, column, position) {
     const perRun = ((data.cells || {})[bench] || {})[String(run)];
     const flat = perRun ? perRun[column] : undefined;
     if (!flat) { return null; }
     const score = flat[2 * position + 1];
-    return { out: text(flat[2 * position]), score: missing(score) ? null : score };
+    const passes = (((data.passed || {})[bench] || {})[String(run)] || {})[column];
+    const verdict = passes ? passes[position] : undefined;
+    return {
+      out: text(flat[2 * position]),
+      score: missing(score) ? null : score,
+      passed: verdict === 1 ? true : verdict === 0 ? false : null,
+    };
   }
 
   function rowError(bench, run, id) {
@@ -190,8 +196,12 @@
 
   function present(c) { return c !== null && (c.out !== null || c.score !== null); }
 
-  // Per-row pass/fail is not in the payload: a row counts as passed when it has full marks (score 1).
-  function passed(score) { return score !== null && score >= 1 - EPS; }
+  // Passed: the score reached the row's threshold, as the run judged it (payload.passed). A payload without
+  // it (written by hand) falls back to full marks.
+  function passed(c) {
+    if (c === null || c.score === null) { return false; }
+    return c.passed !== null && c.passed !== undefined ? c.passed : c.score >= 1 - EPS;
+  }
 
   function change(before, after) {
     if (missing(before) || missing(after)) { return "unchanged"; }
@@ -227,7 +237,7 @@
     const all = [["", "all"]];
     const same = (values) => all.concat(values.map((v) => [v, v]));
     const outcomes = [["", "all"], ["regressed", "regressed"], ["improved", "improved"],
-      ["unchanged", "unchanged"], ["passed", "passed (score 1)"], ["failed", "failed (score below 1)"]];
+      ["unchanged", "unchanged"], ["passed", "passed"], ["failed", "failed"]];
     return el("div", { class: "filters", role: "group", "aria-label": "Filters" }, [
       select("f-bench", "Benchmark", same(derived.benchmarks), "", pick("bench")),
       select("f-tag", "Tag", same(derived.tags), "", pick("tag")),
@@ -248,11 +258,11 @@
     return true;
   }
 
-  function outcomeKept(kind, score) {
+  function outcomeKept(kind, c) {
     switch (filters.outcome) {
       case "": return true;
-      case "passed": return passed(score);
-      case "failed": return score !== null && !passed(score);
+      case "passed": return passed(c);
+      case "failed": return c !== null && c.score !== null && !passed(c);
       default: return kind === filters.outcome;
     }
   }
@@ -693,7 +703,7 @@
       both++;
       if (!rowKept(rows, position)) { continue; }
       const kind = change(ca.score, cb.score);
-      if (!outcomeKept(kind, cb.score)) { continue; }
+      if (!outcomeKept(kind, cb)) { continue; }
       groups[kind].push({ position: position, a: ca, b: cb, kind: kind });
     }
     const items = groups.regressed.concat(groups.improved, groups.unchanged);
@@ -837,7 +847,7 @@
         }
       }
       if (score !== null) { lastScore[judged] = score; }
-      if (outcomeKept(kind, score)) {
+      if (outcomeKept(kind, own)) {
         lines.push({ r: r, cells: cells, kind: kind, changedOut: changedOut });
       }
     });
