@@ -234,7 +234,10 @@ def _benchmark_entry(
     """A benchmark of one run: its hash, prompt fingerprint, size, each column's mean, no_regression."""
     name = str(bench.get("benchmark_file"))
     gate = (bench.get("gates") or {}).get("no_regression")
+    rows = bench.get("rows") or []
     return {
+        # Whose score passes or fails the rows: in a run of several adapters, each benchmark's own adapter.
+        "evaluated": str(rows[0]["evaluated"]) if rows else None,
         "hash": bench.get("benchmark_hash"),
         "prompt": prompt_fingerprint(document, name),
         "n": bench.get("n_examples"),

@@ -195,6 +195,7 @@ def test_regressed_rows_are_told_from_the_cells(payload: dict[str, Any]) -> None
 def test_each_cell_says_whether_it_reached_its_rows_threshold(payload: dict[str, Any]) -> None:
     # The run's own verdict per cell (1, 0; None where unscored), aligned with the ids: the page's
     # passed/failed filter reads it rather than guessing from full marks.
+    assert payload["runs"][1]["benchmarks"]["bench.jsonl"]["evaluated"] == "adapter"
     ids = payload["rows"]["bench.jsonl"]["ids"]
     verdicts = payload["passed"]["bench.jsonl"]["1"]["adapter"]
     scores = payload["cells"]["bench.jsonl"]["1"]["adapter"][1::2]

@@ -410,6 +410,21 @@ def test_passed_and_failed_follow_each_runs_thresholds(page: Page) -> None:
     page.choose("f-outcome", "")
 
 
+@pytest.mark.slow
+@needs_browser
+def test_each_benchmark_is_compared_on_its_own_evaluated_column(page: Page) -> None:
+    # In a run of several adapters each benchmark's rows pass or fail by its own adapter: the payload says
+    # which per benchmark, and the two-runs list follows it (here the base, unchanged on every row).
+    _, payload = pair_history()
+    payload["runs"][1]["benchmarks"][BENCH]["evaluated"] = BASE
+    page.open(payload)
+    page.tab("pair")
+    assert (
+        page.run("return document.querySelector('#panel-pair .pair-column').textContent") == f"column {BASE}"
+    )
+    assert page.run(ROWS_OF + ".map(r => r.className)") == ["row-unchanged"] * 8
+
+
 def _lcs(a: str, b: str) -> int:
     row = [0] * (len(b) + 1)
     for x in a:

@@ -194,6 +194,13 @@
     return perRun && Object.prototype.hasOwnProperty.call(perRun, id) ? perRun[id] : null;
   }
 
+  // The column whose score passes or fails a benchmark's rows in a run: its adapter's in a run of several
+  // (payload: per benchmark), else the run's.
+  function evaluatedIn(run, bench) {
+    const entry = (run.benchmarks || {})[bench];
+    return (entry && entry.evaluated) || run.evaluated;
+  }
+
   function present(c) { return c !== null && (c.out !== null || c.score !== null); }
 
   // Passed: the score reached the row's threshold, as the run judged it (payload.passed). A payload without
@@ -654,9 +661,9 @@
     if (pair.a === pair.b) {
       panel.appendChild(el("p", { class: "notice", text: "A and B are the same run." }));
     }
-    const column = filters.column || runB.evaluated;
-    panel.appendChild(el("p", { text: "Comparing column " + column +
-      (filters.column ? " (the model column filter)" : " (run B's evaluated column)") + ": " +
+    panel.appendChild(el("p", { text: "Comparing " +
+      (filters.column ? "column " + filters.column + " (the model column filter)"
+        : "each benchmark's evaluated column in run B") + ": " +
       runTitle(pair.a) + " (A) against " + runTitle(pair.b) + " (B)." }));
     for (const bench of benchesShown()) {
       const inA = (runA.benchmarks || {})[bench], inB = (runB.benchmarks || {})[bench];
@@ -669,6 +676,8 @@
           " has this benchmark." }));
         continue;
       }
+      const column = filters.column || evaluatedIn(runB, bench);
+      section.appendChild(el("p", { class: "muted pair-column", text: "column " + column }));
       section.appendChild(pairRows(bench, column));
     }
   }
@@ -833,7 +842,7 @@
     const lastScore = {}, lastOut = {};
     const lines = [];
     data.runs.forEach(function (run, r) {
-      const judged = filters.column || run.evaluated;
+      const judged = filters.column || evaluatedIn(run, bench);
       const cells = {};
       for (const c of columns) { cells[c] = cell(bench, r, c, position); }
       const own = cells[judged] || null;
