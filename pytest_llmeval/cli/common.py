@@ -4,10 +4,12 @@ results.json or writing a file under that rule."""
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from pytest_llmeval import history
 from pytest_llmeval.inputs import path_clashes
 from pytest_llmeval.results import write_text_atomic
 from pytest_llmeval.results_reader import ResultsFileError, read_results
@@ -75,3 +77,19 @@ def _write(path: Path, text: str) -> None:
         write_text_atomic(path, text)
     except OSError as exc:
         raise _Refused(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _check_alpha(parser: argparse.ArgumentParser, alpha: float) -> None:
+    """argparse's usage error (exit 2) for a significance level outside (0, 1)."""
+    if not 0 < alpha < 1:
+        parser.error(f"--alpha must be within (0, 1), got {alpha}")
+
+
+def _history_runs(folder: Path) -> list[history.Run]:
+    """A history's readable runs; each damaged entry is passed over by name on standard error, never a
+    reason to stop (`history` and `view` alike)."""
+    damaged: dict[Path, str] = {}
+    runs = history.runs(folder, damaged)
+    for problem in damaged.values():
+        print(f"llmeval: passed over {problem}", file=sys.stderr)
+    return runs

@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_llmeval.cli.common import _exit_codes, _refuse_clashes, _Refused, _subcommand, _write
+from pytest_llmeval.cli.common import (
+    _check_alpha,
+    _exit_codes,
+    _refuse_clashes,
+    _Refused,
+    _subcommand,
+    _write,
+)
 from pytest_llmeval.reporting import peft_sft, peft_sft_report, peft_sft_sides
 
 
@@ -93,8 +100,7 @@ def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if not 0 < args.alpha < 1:
-        parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
+    _check_alpha(parser, args.alpha)
     if args.sft_params is not None and args.sft_params < 1:
         parser.error(f"--sft-params must be a parameter count >= 1, got {args.sft_params}")
     if args.markdown is not None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from pytest_llmeval import history
-from pytest_llmeval.cli.common import _exit_codes, _Refused, _subcommand
+from pytest_llmeval.cli.common import _check_alpha, _exit_codes, _history_runs, _Refused, _subcommand
 
 
 def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -38,15 +37,11 @@ def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _history(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     folder: Path = args.dir if args.dir is not None else history.history_dir(args.results)
-    if not 0 < args.alpha < 1:
-        parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
+    _check_alpha(parser, args.alpha)
     if not folder.is_dir():
         raise _Refused(f"no history at {folder} (a run writes one beside its results.json)")
-    damaged: dict[Path, str] = {}
-    all_runs = history.runs(folder, damaged)
-    for problem in damaged.values():
-        # Listed apart and left where it is: a damaged entry is no run, and never stops the listing.
-        print(f"llmeval: passed over {problem}", file=sys.stderr)
+    # Listed apart and left where it is: a damaged entry is no run, and never stops the listing.
+    all_runs = _history_runs(folder)
     if args.diff is None:
         for line in history.list_lines(all_runs):
             print(line)

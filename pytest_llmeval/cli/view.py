@@ -12,7 +12,9 @@ from typing import Any
 
 from pytest_llmeval import history
 from pytest_llmeval.cli.common import (
+    _check_alpha,
     _exit_codes,
+    _history_runs,
     _read_results,
     _refuse_clashes,
     _Refused,
@@ -75,8 +77,7 @@ def _add_view(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _view(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if not 0 < args.alpha < 1:
-        parser.error(f"--alpha must be within (0, 1), got {args.alpha}")
+    _check_alpha(parser, args.alpha)
     paths: list[Path] = args.paths or [history.history_dir(Path("results.json"))]
     if not args.paths and not paths[0].is_dir():
         raise _Refused(f"no history at {paths[0]} (a run writes one beside its results.json): name a PATH")
@@ -108,11 +109,7 @@ def _runs(paths: list[Path]) -> list[history.Run]:
     sources: list[list[tuple[Path, dict[str, Any]]]] = []
     for path in paths:
         if path.is_dir():
-            damaged: dict[Path, str] = {}
-            sources.append([(run.path, run.document) for run in history.runs(path, damaged)])
-            for problem in damaged.values():
-                # As `history` lists: a damaged entry is passed over by name, never a reason to stop.
-                print(f"llmeval: passed over {problem}", file=sys.stderr)
+            sources.append([(run.path, run.document) for run in _history_runs(path)])
         elif path.exists():
             sources.append([(path, _read_results(path))])
         else:
