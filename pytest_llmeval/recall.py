@@ -48,14 +48,23 @@ def setup_key(
     adapters: dict[str, Path],
     options: dict[str, Any],
     index: FileIndex,
+    models: dict[str, Path] | None = None,
 ) -> str:
-    """The key of everything the tokenizer, config and placement facts of a run depend on. OSError when a
-    file cannot be read (the caller then works them out as usual)."""
+    """The key of everything the tokenizer, config and placement facts of a run depend on: the contents of
+    every column's files (the base, each adapter, each full model's folder, under its column's name), never a
+    column's name or path alone. OSError when a file cannot be read (the caller then works them out as
+    usual)."""
     return sha256_json(
         {
             "base": fingerprint_files(model_files(base), index),
             "adapters": {
                 side: fingerprint_files(model_files(path), index) for side, path in adapters.items()
+            },
+            # A full model column (--llmeval-model NAME=PATH or a hub id): the files of the folder it resolves
+            # to. Its identity, description and prompts are memoised under its name in this file, so the
+            # name is bound to these contents here: another folder, or one edited in place, is another key.
+            "models": {
+                side: fingerprint_files(model_files(path), index) for side, path in (models or {}).items()
             },
             "options": options,
             "software": {name: installed_version(name) for name in SOFTWARE},

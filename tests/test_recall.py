@@ -4,6 +4,8 @@ the previous run come from recall.py's file, and results.json says what it said 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,65 @@ def test_a_damaged_recall_file_is_worked_out_again(tmp_path: Path) -> None:
     assert merged.get("prompts", "x") == {"prompt": "p", "truncated": None}
     assert merged.get("prompts", "y") == {"error": "too long"}
     assert merged.get("identity", "base") == {"base": "b"}
+
+
+def outputs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per row id, each column's output and score (what a stale cache would get wrong)."""
+    return {
+        r["id"]: {c: (s.get("output"), (s.get("score") or {}).get("value")) for c, s in r["models"].items()}
+        for b in doc["benchmarks"]
+        for r in b["rows"]
+    }
+
+
+def copy_model(source: Path, target: Path) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    for f in source.iterdir():
+        if f.is_file():
+            shutil.copy2(f, target / f.name)
+    return target
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale(
+    pytester: pytest.Pytester, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, workers: list[str]
+) -> None:
+    """`--llmeval-model=big=DIR` is recalled by what DIR holds, not by the column's name (issue 53): pointed
+    at another folder, or its weights rewritten in place (same size, old mtime restored), the next cached
+    run answers as a run without the cache does."""
+    from helpers import build_tiny_model
+
+    first = build_tiny_model(tmp_path_factory.mktemp("big-1"), seed=11)
+    second = build_tiny_model(tmp_path_factory.mktemp("big-2"), seed=12)
+    third = build_tiny_model(tmp_path_factory.mktemp("big-3"), seed=13)
+    pytester.makefile(".jsonl", bench=rows(3))
+    cache = pytester.path / "cache"
+    common = ["--llmeval-no-history", *workers]
+
+    def run(folder: Path, out: str, store: list[str]) -> dict[str, Any]:
+        pytester.runpytest(*store, *common, f"--llmeval-model=big={folder}", f"--llmeval-results={out}")
+        return json.loads((pytester.path / out).read_text())
+
+    def cached(folder: Path, out: str) -> dict[str, Any]:
+        return run(folder, out, model_args(tiny_model, cache=cache))
+
+    def fresh(folder: Path, out: str) -> dict[str, Any]:
+        return run(folder, out, model_args(tiny_model))
+
+    before = cached(first, "first.json")
+    truth = fresh(second, "second-fresh.json")
+    assert outputs(truth) != outputs(before)  # the two models answer differently: a stale answer shows
+    moved = cached(second, "second.json")
+    assert outputs(moved) == outputs(truth)
+    described = {m["column"]: m for m in moved["models"]}["big"]
+    assert described["fingerprint"] == {m["column"]: m for m in truth["models"]}["big"]["fingerprint"]
+    # The folder's weights rewritten in place: same size, the old mtime put back.
+    weights = second / "model.safetensors"
+    stat = weights.stat()
+    replacement = (third / "model.safetensors").read_bytes()
+    assert len(replacement) == stat.st_size
+    weights.write_bytes(replacement)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    edited = cached(second, "edited.json")
+    assert outputs(edited) == outputs(fresh(second, "edited-fresh.json"))
+    assert outputs(edited) != outputs(moved)

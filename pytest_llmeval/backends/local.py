@@ -283,6 +283,13 @@ class LocalBackend:
             key = setup_key(
                 base=Path(base.path),
                 adapters=models.adapter_sides(spec.adapters),
+                models={
+                    m.side: Path(
+                        models.resolve_base(ModelSpec(base_model=m.source), f"--llmeval-model {m.name}").path
+                    )
+                    for m in self.roster.models
+                    if m.side in self.columns
+                },
                 options={
                     "base_model": spec.base_model,
                     "adapters": [str(a) for a in spec.adapters],
