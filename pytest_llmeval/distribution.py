@@ -159,7 +159,8 @@ class XdistHooks:
         config = config_of(node)
         recorder = config.stash[RECORDER_KEY]
         if recorder.selection is None:
-            # Written by the worker before it reported its collection (hooks/collection.py).
+            # Written by the worker before it reported its collection (hooks/collection.py): the rows it
+            # selected and the gates it deselected (results.json's `not_run`).
             recorder.selection = config.stash[EVALUATOR_KEY].store.read_selection()
         if recorder.expected_rows is None:
             is_row = row_predicate(config.getini("llmeval_files"))

@@ -15,7 +15,7 @@ from typing import Any
 from pytest_llmeval.cache import CacheStats
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.records import GateRecord, RowRecord
-from pytest_llmeval.results import adapter_documents, build_results
+from pytest_llmeval.results import NotRun, Selection, adapter_documents, build_results, not_run_order
 
 
 @dataclass
@@ -32,8 +32,12 @@ class Recorder:
     # Serially, rows collected per benchmark (for progress lines); under xdist the controller collects none.
     expected_by_benchmark: dict[str, int] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)  # rows whose test ended without a record, and why
-    # The collection's selection (selection_of): rows selected, rows in the collected files, and how.
-    selection: dict[str, Any] | None = None
+    # The collection's selection (selection_of): rows selected, rows in the collected files, how, and the
+    # gates deselected.
+    selection: Selection | None = None
+    # Benchmark files that failed to collect (pytest_collectreport: serially this process's, under xdist
+    # the workers' replayed here), by file.
+    uncollected: dict[str, NotRun] = field(default_factory=dict)
     _metas: dict[str, dict[str, Any]] = field(default_factory=dict)  # process -> its latest metadata
 
     def add_row(self, record: RowRecord) -> None:
@@ -42,6 +46,15 @@ class Recorder:
 
     def add_gate(self, nodeid: str, gate: GateRecord) -> None:
         self.gates[nodeid] = gate
+
+    def add_uncollected(self, entry: NotRun) -> None:
+        """A benchmark file that failed to collect: none of its rows or gates ran."""
+        self.uncollected[str(entry["file"])] = entry
+
+    def not_run(self) -> list[NotRun]:
+        """What the run was given and did not run: files that failed to collect, gates deselected."""
+        deselected = [] if self.selection is None else self.selection["not_run"]
+        return not_run_order([*self.uncollected.values(), *deselected])
 
     def add_meta(self, meta: dict[str, Any], *, process: str) -> None:
         """A process's latest metadata (Evaluator.meta()): the controller's, or a worker's."""
@@ -65,11 +78,14 @@ class Recorder:
         return reasons
 
     def partial_reasons(self) -> list[str]:
-        """Why not every row of the collected files ran: a selection, a sample, a stop. (A row that ran and
-        errored is not among them: such a run measured the model as it is now, and fails on it.)"""
-        reasons = []
-        selection = self.selection or {}
-        if selection.get("selected", 0) < selection.get("total", 0):
+        """Why not every row of the benchmark files given ran: a file that failed to collect, a selection, a
+        sample, a stop. (A row that ran and errored is not among them: such a run measured the model as it
+        is now, and fails on it.)"""
+        # A file that failed to collect (--continue-on-collection-errors) would have had rows and gates:
+        # without it the run is not the one asked for, whatever its other files say.
+        reasons = [f"{file} failed to collect" for file in sorted(self.uncollected)]
+        selection = self.selection
+        if selection is not None and selection["selected"] < selection["total"]:
             selected, total, how = selection["selected"], selection["total"], selection["how"]
             reasons.append(f"{selected} of {total} rows selected ({how})")
         if self.expected_rows is not None and len(self.records) < self.expected_rows:
@@ -130,6 +146,7 @@ class Recorder:
             "composite_weights": self.composite_weights,
             "complete": not reasons,
             "incomplete_reason": "; ".join(reasons) or None,
+            "not_run": self.not_run(),
         }
 
     def adapter_documents(self, *, reasons: Sequence[str], identity: Identity) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias, TypedDict, cast
 
 from pytest_llmeval import comparisons
 from pytest_llmeval.comparisons import comparison_values
@@ -62,6 +62,39 @@ _SEVERITY = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, None: 4}
 # Points each training curve keeps in results.json (training.downsample): more than a page-wide chart can
 # show, and a log of 100k steps does not make results.json a copy of itself.
 MAX_CURVE_POINTS = 500
+
+
+class NotRun(TypedDict):
+    """Something the run was given and did not run (results.json's `not_run`): a benchmark file that failed
+    to collect (`gate` None: its rows and gates are all missing, and the run is incomplete), or a gate that
+    was collected and deselected (`file` None for a gate of no benchmark file: a training or run gate)."""
+
+    file: str | None  # the benchmark file, as results.json's benchmark_file names it
+    gate: str | None  # the gate's key in its benchmark's `gates` (or the criteria's), as a verdict would be
+    why: str  # the collection error's first line, or the selection options that deselected it
+
+
+def not_run(*, file: str | None, gate: str | None, why: str) -> NotRun:
+    """One entry of results.json's `not_run` (NotRun)."""
+    return {"file": file, "gate": gate, "why": why}
+
+
+def not_run_order(entries: Iterable[NotRun]) -> list[NotRun]:
+    """`not_run` as results.json lists it: by file (gates of no file last), a file's own entry before its
+    gates, then by gate; one entry per file and gate (under xdist several workers may report the same)."""
+    unique = {(e["file"], e["gate"]): e for e in entries}
+    return sorted(unique.values(), key=lambda e: (e["file"] is None, e["file"] or "", e["gate"] or ""))
+
+
+class Selection(TypedDict):
+    """What a process's collection selected (hooks.collection.selection_of): rows selected, rows in the
+    benchmark files they came from, the options that selected them, and the gates deselected. Under xdist a
+    worker sends it to the controller through the row spool (rowstore.RowStore.publish_selection)."""
+
+    selected: int
+    total: int
+    how: str
+    not_run: list[NotRun]
 
 
 def comparison_blocks(cmp: Any, measure: str) -> dict[str, Any]:
@@ -261,6 +294,7 @@ def build_results(
     composite_weights: Mapping[str, float] | None = None,
     complete: bool,
     incomplete_reason: str | None = None,
+    not_run: Iterable[NotRun] = (),
     timestamp: datetime | None = None,
     adjust: str = "holm",
 ) -> dict[str, Any]:
@@ -275,7 +309,7 @@ def build_results(
     kinds = kinds_of(ordered, meta)
     adapters = [c for c, k in kinds.items() if k == "adapter"]
     several = len(kinds) > 1 or (bool(kinds) and not adapters)
-    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, timestamp)
+    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, not_run, timestamp)
     by_benchmark: dict[str, list[RowRecord]] = {}
     for record in ordered:
         by_benchmark.setdefault(record["benchmark"]["name"], []).append(record)
@@ -366,6 +400,7 @@ def _common(
     composite_weights: Mapping[str, float] | None,
     complete: bool,
     incomplete_reason: str | None,
+    not_run: Iterable[NotRun],
     timestamp: datetime | None,
 ) -> dict[str, Any]:
     """What every LocoLLM document of one run is built with (_build's `common`)."""
@@ -375,6 +410,7 @@ def _common(
         "composite_weights": composite_weights,
         "complete": complete,
         "incomplete_reason": incomplete_reason,
+        "not_run": not_run_order(not_run),
         "timestamp": timestamp,
     }
 
@@ -470,6 +506,7 @@ def adapter_documents(
     composite_weights: Mapping[str, float] | None = None,
     complete: bool,
     incomplete_reason: str | None = None,
+    not_run: Iterable[NotRun] = (),
     timestamp: datetime | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each adapter's own LocoLLM document (results.<name>.json) of a run with several columns: its rows
@@ -481,7 +518,7 @@ def adapter_documents(
     adapters = [c for c, k in kinds.items() if k == "adapter"]
     if len(kinds) <= 1:
         return {}
-    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, timestamp)
+    common = _common(previous, alpha, composite_weights, complete, incomplete_reason, not_run, timestamp)
     out: dict[str, dict[str, Any]] = {}
     for column in adapters:
         own = _gates_of(gate_list, column)
@@ -504,6 +541,7 @@ def _build(
     composite_weights = common.get("composite_weights")
     complete: bool = common["complete"]
     incomplete_reason = common.get("incomplete_reason")
+    unrun: list[NotRun] = common.get("not_run", [])
     timestamp = common.get("timestamp")
     weights = DEFAULT_COMPOSITE_WEIGHTS if composite_weights is None else composite_weights
     by_benchmark: dict[str, list[RowRecord]] = {}
@@ -577,6 +615,8 @@ def _build(
         "hardware_detail": hardware,
         "complete": complete,
         "incomplete_reason": None if complete else incomplete_reason,
+        # What the run was given and did not run: benchmark files that failed to collect, deselected gates.
+        "not_run": [dict(entry) for entry in unrun],
         # --llmeval-sample: the seeded subset that ran (the same rows for every model and worker).
         "subset": meta.get("subset"),
         # The rules the gates decided by (--llmeval-criteria), with the run gates they require.

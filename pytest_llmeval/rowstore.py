@@ -7,6 +7,9 @@ test end without one: a worker killed mid-row, a row that failed before scoring)
 the lost markers because only it sees every report, including xdist's report of a crashed worker. So a
 gate never waits on a row that will not come, and a killed worker cannot hang the run.
 
+Each worker also writes there what its collection selected and the gates it deselected (publish_selection):
+under xdist the controller collects nothing, and results.json's incomplete_reason and `not_run` need it.
+
 Serially there is no spool: rows run before gates in the same process (hooks/collection.py orders
 them), and the store answers from what this process scored.
 
@@ -21,9 +24,12 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_llmeval.records import RowRecord
+
+if TYPE_CHECKING:
+    from pytest_llmeval.results import Selection
 
 # How often a gate looks for rows other workers are still scoring, and for how long at most without any
 # row settling before it gives up (a last resort: lost markers normally settle every row).
@@ -111,22 +117,23 @@ class RowStore:
                 if isinstance(entry, dict):
                     yield path.name == _LOST, entry
 
-    def publish_selection(self, selection: dict[str, object]) -> None:
-        """Worker: what its collection selected (the controller collects nothing under xdist)."""
+    def publish_selection(self, selection: Selection) -> None:
+        """Worker: what its collection selected and deselected, gates included (the controller collects
+        nothing under xdist)."""
         if self.spool is not None and self.worker_id is not None:
             from pytest_llmeval.results import write_atomic
 
             write_atomic(self.spool / f"selection-{self.worker_id}.json", selection)
 
-    def read_selection(self) -> dict[str, object] | None:
+    def read_selection(self) -> Selection | None:
         """Controller: a worker's selection (every worker collects the same), once one has written it."""
         for path in sorted(self.spool.glob("selection-*.json")) if self.spool is not None else []:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if isinstance(data, dict):
-                return data
+            if isinstance(data, dict) and isinstance(data.get("not_run"), list):
+                return cast("Selection", data)  # written by publish_selection of this same version
         return None
 
     def remove(self) -> None:

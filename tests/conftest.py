@@ -25,6 +25,8 @@ from hypothesis import settings
 from locollm import validate_locollm
 
 from pytest_llmeval.models import CACHE_ENV, cache_dir
+from pytest_llmeval.results import document_text
+from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 # pytester points HOME at each test's own folder, and the embedded model's converted folder lives under HOME
 # by default: every pytester run of the embedded model converted the GGUF again (a minute each, in a dozen
@@ -90,7 +92,9 @@ def other_arch_adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _every_results_json_follows_locollm(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every results.json a test makes the plugin write is checked against the LocoLLM schema."""
+    """Every results.json a test makes the plugin write is checked against the LocoLLM schema, and read
+    back by the plugin's own reader (read_results: what every command, baseline and history entry goes
+    through), so that no end-to-end test passes on a document a user's next command would refuse."""
     # Taken before the test: after it, the fixtures may already be torn down.
     folders = [
         request.getfixturevalue(name).path if name == "pytester" else request.getfixturevalue(name)
@@ -101,7 +105,8 @@ def _every_results_json_follows_locollm(request: pytest.FixtureRequest) -> Itera
     for folder in folders:
         for path in sorted(Path(folder).rglob("*.json")):
             try:
-                document = json.loads(path.read_text(encoding="utf-8"))
+                text = path.read_text(encoding="utf-8")
+                document = json.loads(text)
             except (OSError, ValueError):
                 continue
             if isinstance(document, dict) and "schema_version" in document and "benchmarks" in document:
@@ -110,6 +115,17 @@ def _every_results_json_follows_locollm(request: pytest.FixtureRequest) -> Itera
                     validate_locollm(document, unscored_top_level=True)
                 except AssertionError as exc:
                     raise AssertionError(f"{path}: {exc}") from None
+                try:
+                    # The plugin writes every document with document_text, byte for byte; a test that
+                    # damages a document on purpose (to see the reader refuse it) writes it otherwise.
+                    written_by_the_plugin = text == document_text(document)
+                except ValueError:  # NaN: json.dumps writes it, document_text never does
+                    written_by_the_plugin = False
+                if written_by_the_plugin:
+                    try:
+                        read_results(path)
+                    except ResultsFileError as exc:
+                        raise AssertionError(f"the plugin wrote what its own reader refuses: {exc}") from None
 
 
 @pytest.fixture(autouse=True)

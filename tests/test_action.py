@@ -284,7 +284,7 @@ def test_a_failed_gate_fails_the_step_unless_told_otherwise(workspace: Path) -> 
     assert run.outputs["gates-passed"] == "false"
     size = "FAILED benchmarks/bench.jsonl: size: benchmark has 8 rows, fewer than the minimum 50"
     assert size in run.stdout and "::error::llmeval: a gate failed" in run.stdout
-    verdict = "**llmeval: a gate failed** (or the run is incomplete): this check fails."
+    verdict = "**llmeval: a gate failed** (or did not run, or the run is incomplete): this check fails."
     assert run.summary.endswith(f"\n\n{verdict}\n")
 
     run = run_action(
@@ -292,7 +292,10 @@ def test_a_failed_gate_fails_the_step_unless_told_otherwise(workspace: Path) -> 
     )
     assert run.returncode == 0, run.stdout
     assert run.outputs["gates-passed"] == "false"
-    assert "::warning::llmeval: a gate failed or the run is incomplete; fail-on-gates is false" in run.stdout
+    assert (
+        "::warning::llmeval: a gate failed or did not run, or the run is incomplete; fail-on-gates is false"
+        in run.stdout
+    )
     assert "fail-on-gates is false, so the job goes on." in run.summary
 
     run = run_action(workspace, "evaluate", pytest_args=FAILING, fail_on_gates="maybe")
@@ -387,3 +390,19 @@ def test_schemas_and_zizmor_find_nothing() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No findings to report" in result.stdout
+
+
+def test_a_run_without_its_gates_is_accepted_only_when_asked(workspace: Path) -> None:
+    """`-m 'not gate'` leaves every gate without a verdict: the step fails as on a failed gate (issue 53),
+    unless allow-unrun-gates says the run of rows alone is meant; the gates are listed either way."""
+    args = f"{PASSING} -m 'not gate'"
+    run = run_action(workspace, "evaluate", benchmarks="benchmarks", pytest_args=args)
+    assert run.returncode == 1 and run.outputs["gates-passed"] == "false", run.stdout
+    assert "did not run: deselected by -m 'not gate'" in run.stdout
+    run = run_action(
+        workspace, "evaluate", benchmarks="benchmarks", pytest_args=args, allow_unrun_gates="true"
+    )
+    assert run.returncode == 0 and run.outputs["gates-passed"] == "true", run.stdout
+    assert "ACCEPTED" in run.stdout
+    run = run_action(workspace, "evaluate", pytest_args=args, allow_unrun_gates="maybe")
+    assert run.returncode == 2 and "allow-unrun-gates must be true or false, not 'maybe'" in run.stdout

@@ -440,6 +440,6 @@ def test_readme_names_each_claim_tested_here() -> None:
         "`--llmeval-gate point` passes on the point estimate alone",
         "the adapter is not significantly worse than its baseline on the same rows",
         "(and `llmeval_*_perplexity` for perplexity rows)",
-        "exits 1 only when a gate failed or the run is incomplete (and 2 when the file cannot be read)",
+        "a benchmark file failed to collect, or the run is incomplete (and 2 when the file cannot be read)",
     ):
         assert claim in readme, claim

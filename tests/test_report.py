@@ -576,6 +576,15 @@ def test_html_empty_and_incomplete() -> None:
     assert "Incomplete run: stopped early: -x; 0 of 12 rows finished." in "".join(parsed.text)
     assert "No benchmark rows in this run" in page
     assert [t for t, _ in parsed.tags].count("svg") == 0
+    # What the run did not run (results.json's not_run) is said at the top, as text.
+    unrun = document([], complete=False, reason="bad.jsonl failed to collect")
+    unrun["not_run"] = [
+        {"file": "bad.jsonl", "gate": None, "why": "bad.jsonl:1: invalid JSON <x>"},
+        {"file": "bench.jsonl", "gate": "size", "why": "deselected by --deselect"},
+    ]
+    text = "".join(parse(html_report(unrun)).text)
+    assert "bad.jsonl: did not run: it failed to collect (bad.jsonl:1: invalid JSON <x>)" in text
+    assert "bench.jsonl: gate size did not run: deselected by --deselect" in text
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -104,6 +104,12 @@ evaluate() {
 	true | false) ;;
 	*) die "fail-on-gates must be true or false, not '${LLMEVAL_FAIL_ON_GATES}'" ;;
 	esac
+	local -a accept=()
+	case $(printf '%s' "${LLMEVAL_ALLOW_UNRUN_GATES:-false}" | tr '[:upper:]' '[:lower:]') in
+	true) accept=(--allow-unrun-gates) ;;
+	false) ;;
+	*) die "allow-unrun-gates must be true or false, not '${LLMEVAL_ALLOW_UNRUN_GATES}'" ;;
+	esac
 	local results=${LLMEVAL_RESULTS:-results.json}
 	local -a adapters=() benchmarks=() extra=() cmd=()
 	split_words adapters "${LLMEVAL_ADAPTERS:-}"
@@ -167,8 +173,8 @@ evaluate() {
 	local check=2
 	if [ "$fresh" = true ]; then
 		check=0
-		"$PYTHON" -m pytest_llmeval.ci check "$results" || check=$?
-		# 0: every gate passed; 1: a gate failed or the run is incomplete; anything else: unreadable.
+		"$PYTHON" -m pytest_llmeval.ci check "$results" "${accept[@]}" || check=$?
+		# 0: every gate passed; 1: a gate failed or did not run, or the run is incomplete; else: unreadable.
 		[ "$check" = 0 ] || [ "$check" = 1 ] || check=2
 	fi
 	if [ "$check" = 0 ]; then
@@ -191,11 +197,11 @@ evaluate() {
 		;;
 	1)
 		if [ "$fail_on_gates" = true ]; then
-			summary "**llmeval: a gate failed** (or the run is incomplete): this check fails."
-			die "a gate failed or the run is incomplete (the FAILED lines above say which)" 1
+			summary "**llmeval: a gate failed** (or did not run, or the run is incomplete): this check fails."
+			die "a gate failed or did not run, or the run is incomplete (the FAILED lines above say which)" 1
 		fi
-		summary "**llmeval: a gate failed** (or the run is incomplete); fail-on-gates is false, so the job goes on."
-		echo "::warning::llmeval: a gate failed or the run is incomplete; fail-on-gates is false, so the job goes on"
+		summary "**llmeval: a gate failed** (or did not run, or the run is incomplete); fail-on-gates is false, so the job goes on."
+		echo "::warning::llmeval: a gate failed or did not run, or the run is incomplete; fail-on-gates is false, so the job goes on"
 		;;
 	*)
 		summary "**llmeval: error:** $results could not be read."

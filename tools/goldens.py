@@ -10,8 +10,8 @@ embedded model behind a real OpenAI-compatible server (`transformers serve` on 1
 installed pytest on the repository's own benchmarks in a fresh temporary folder; what is kept is its
 results.json without its clocks (the timestamp, seconds, rates, memory peaks), so that two runs of the same
 code on this machine are equal field for field. Besides the goldens, each run checks what must hold
-whatever the code: -n 2 equals serial, a cached re-run generates nothing and equals the run that filled
-the cache.
+whatever the code: its results.json passes the plugin's own reader (results_reader.read_results), -n 2
+equals serial, a cached re-run generates nothing and equals the run that filled the cache.
 
 The goldens are this machine's (CPU numerics): capture and compare on one machine, and keep them out of
 git (.goldens/ is ignored). A comparison prints each differing field and exits 1.
@@ -158,10 +158,21 @@ def run(scenario: Scenario) -> dict[str, Any]:
                 print(f"  {scenario.name} run {i + 1}: exit {done.returncode}, {took:.0f} s", flush=True)
                 if done.returncode not in (0, 1) or not results.is_file():
                     raise RuntimeError(f"{' '.join(command)}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-                documents.append(json.loads(results.read_text(encoding="utf-8")))
+                documents.append(_read(results, scenario))
     if scenario.runs == 2:
         _check_cached(scenario, documents[0], documents[1])
     return normalized(documents[-1])  # type: ignore[no-any-return]
+
+
+def _read(results: Path, scenario: Scenario) -> dict[str, Any]:
+    """A scenario's results.json through the plugin's own reader (what every command, baseline and history
+    entry reads it with): a document it refuses fails the scenario, whatever the goldens say."""
+    from pytest_llmeval.results_reader import ResultsFileError, read_results
+
+    try:
+        return read_results(results)
+    except ResultsFileError as exc:
+        raise RuntimeError(f"{scenario.name}: the run wrote what its own reader refuses: {exc}") from None
 
 
 def _check_cached(scenario: Scenario, first: dict[str, Any], again: dict[str, Any]) -> None:

@@ -46,6 +46,15 @@ def step_summary(document: Mapping[str, Any]) -> str:
     ]
     if not document.get("complete", True):
         lines += [f"> **Incomplete run:** {_cell(document.get('incomplete_reason'))}", ""]
+    unrun = not_run(document)
+    if unrun:
+        lines += [
+            "**Not run** (`pytest-llmeval check` fails on each; on a deselected gate unless given "
+            "`--allow-unrun-gates`):",
+            "",
+            *(f"- {_cell(not_run_what(entry))}: {_cell(entry['why'])}" for entry in unrun),
+            "",
+        ]
     top = document.get("top_level") or {}
     if top.get("benchmark"):
         lines += [f"Top level of results.json: `{_cell(top['benchmark'])}` ({_cell(top.get('reason'))})", ""]
@@ -131,6 +140,16 @@ def error_annotations(document: Mapping[str, Any]) -> list[str]:
         for name, verdict in _run_gates(document).items()
         if verdict["status"] == "fail"
     ]
+    # A file that failed to collect is an error (the run is incomplete); a deselected gate a warning (check
+    # fails on it unless it is accepted, which only the check knows).
+    for entry in not_run(document):
+        kind = "error" if entry["gate"] is None else "warning"
+        message = f"{not_run_what(entry)} did not run: {entry['why']}"
+        out.append(
+            _command(kind, str(entry["file"]), 1, message)
+            if entry["file"] is not None
+            else f"::{kind}::{_data(message)}"
+        )
     failed_rows = [
         (bench["benchmark_file"], row)
         for bench in document["benchmarks"]
@@ -175,8 +194,37 @@ def _run_gates(document: Mapping[str, Any]) -> Mapping[str, Any]:
     return found
 
 
-def failed_gates(document: Mapping[str, Any]) -> list[str]:
-    """`benchmark: gate: message` for every failed gate, and the reason when the run is incomplete."""
+def not_run(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The document's `not_run` (results.NotRun): benchmark files that failed to collect, deselected gates;
+    none in a document written before they were recorded."""
+    found: list[Mapping[str, Any]] = document.get("not_run") or []
+    return found
+
+
+def not_run_what(entry: Mapping[str, Any]) -> str:
+    """What a `not_run` entry names: `bad.jsonl`, `bench.jsonl gate size`, or `gate converged[date-iso]`."""
+    if entry["gate"] is None:
+        return str(entry["file"])
+    return f"{entry['file']} gate {entry['gate']}" if entry["file"] is not None else f"gate {entry['gate']}"
+
+
+def not_run_line(entry: Mapping[str, Any]) -> str:
+    """A `not_run` entry as `check` prints it: `bad.jsonl: did not run: it failed to collect (why)`, or
+    `bench.jsonl: gate size did not run: deselected by --deselect`."""
+    if entry["gate"] is None:
+        return f"{entry['file']}: did not run: it failed to collect ({entry['why']})"
+    where = "" if entry["file"] is None else f"{entry['file']}: "
+    return f"{where}gate {entry['gate']} did not run: {entry['why']}"
+
+
+def unrun_gates(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The gates the run collected and deselected (`not_run` entries with a gate)."""
+    return [entry for entry in not_run(document) if entry["gate"] is not None]
+
+
+def failed_gates(document: Mapping[str, Any], *, allow_unrun_gates: bool = False) -> list[str]:
+    """`benchmark: gate: message` for every failed gate, every benchmark file that failed to collect, every
+    gate deselected (unless `allow_unrun_gates`), and the reason when the run is incomplete."""
     out = [
         f"{bench['benchmark_file']}: {name}: {verdict['message']}"
         for bench in document["benchmarks"]
@@ -185,6 +233,13 @@ def failed_gates(document: Mapping[str, Any]) -> list[str]:
     ]
     # What the criteria require of the run as a whole (--llmeval-criteria locollm: an out-of-domain check).
     out += [f"{name}: {v['message']}" for name, v in _run_gates(document).items() if v["status"] == "fail"]
+    # What did not run gave no verdict to fail: a missing file always fails (the run is incomplete), a
+    # deselected gate unless it is accepted knowingly.
+    for entry in not_run(document):
+        if entry["gate"] is None:
+            out.append(not_run_line(entry))
+        elif not allow_unrun_gates:
+            out.append(f"{not_run_line(entry)} (--allow-unrun-gates accepts it)")
     if not document.get("complete", True):
         out.append(f"the run is incomplete: {document.get('incomplete_reason')}")
     return out + unscored(document)

@@ -17,7 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "check":
-        usage = "usage: python -m pytest_llmeval.ci check RESULTS_JSON (the same as: pytest-llmeval check)"
+        usage = (
+            "usage: python -m pytest_llmeval.ci check RESULTS_JSON [--allow-unrun-gates] "
+            "(the same as: pytest-llmeval check)"
+        )
         print(usage, file=sys.stderr)
         return 2
     try:

@@ -1,6 +1,7 @@
 """`pytest-llmeval` (also `python -m pytest_llmeval`): the command line beside the plugin.
 
-    pytest-llmeval check results.json        # CI's gate: exit 1 when a gate failed or the run is incomplete
+    pytest-llmeval check results.json        # CI's gate: exit 1 when a gate failed or did not run, or the
+                                             # run is incomplete
     pytest-llmeval report results.json       # the HTML report and the spot check again, from results.json
     pytest-llmeval history                   # every run, oldest first, numbered
     pytest-llmeval history --diff 1 -1       # the first run against the newest
@@ -53,7 +54,8 @@ PROG = "pytest-llmeval"
 
 EXIT_CODES = _exit_codes(
     "0  done (check: no gate failed, and the run is complete; compare: every primary criterion met)",
-    "1  the verdict failed (check: a gate failed, or the run is incomplete; compare: a primary criterion)",
+    "1  the verdict failed (check: a gate failed or did not run, or the run is incomplete; compare: a "
+    "primary criterion)",
     "2  bad input or usage: a file that cannot be read or written, an option out of range; one line on "
     'standard error, starting "llmeval:" (or argparse\'s usage and "error:"), names it',
 )

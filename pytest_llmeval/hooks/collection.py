@@ -33,7 +33,11 @@ from pytest_llmeval.items import (
 from pytest_llmeval.models import find_training_file
 from pytest_llmeval.planning import RowRef
 from pytest_llmeval.records import BenchmarkInfo
+from pytest_llmeval.results import NotRun, Selection, not_run
 from pytest_llmeval.settings import SETTINGS_KEY
+
+# Every kind of gate item: they run after the rows, and one deselected is recorded as not run.
+_GATES = (GateItem, TrainingGateItem, RunGateItem)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> BenchmarkFile | None:
@@ -62,13 +66,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _keep_subset(config, items)
     # Gates run after every row they depend on: move them to the end, keeping every other order. Under
     # xdist this also puts them last in the scheduler's queue, so a gate waits as little as possible.
-    gates = (GateItem, TrainingGateItem, RunGateItem)
-    items[:] = [i for i in items if not isinstance(i, gates)] + [i for i in items if isinstance(i, gates)]
+    items[:] = [i for i in items if not isinstance(i, _GATES)] + [i for i in items if isinstance(i, _GATES)]
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
     report = yield
+    if isinstance(collector, BenchmarkFile) and report.failed:
+        # A benchmark file that failed to collect (--continue-on-collection-errors runs the others) is
+        # recorded as not run, from the report: under xdist only the workers collect, and a failed collect
+        # report reaches the controller's pytest_collectreport with its attributes (_RecordSink).
+        report.llmeval_not_run = not_run(file=collector.benchmark, gate=None, why=_one_line(report))
     # The training gates and the run gates (--llmeval-criteria locollm's out_of_domain_required) belong to
     # no benchmark file: they get collectors of their own beside the session's top-level ones, so that
     # pytest counts, selects (-k, -m) and reports them as every collected test. Every process collects the
@@ -82,6 +90,18 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
         if run.run_gates():
             report.result.append(RunGates.from_parent(collector, name="criteria", nodeid=RUN_NODE))
     return report
+
+
+def _one_line(report: pytest.CollectReport) -> str:
+    """A failed collection in one line: the first of the file's `file:line: what` problems, with how many
+    more there are; for an exception that is no CollectError, its type and message."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(crash.message) if crash is not None else str(report.longrepr)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "it failed to collect"
+    more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+    return lines[0] + more
 
 
 def _plan_order(items: list[pytest.Item], run: Evaluator) -> None:
@@ -136,6 +156,8 @@ def _keep_subset(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 _DESELECTED_KEY = pytest.StashKey[list[BenchmarkInfo]]()
+# Gates collected and deselected: (benchmark file, or None for a training or run gate; the gate's key).
+_DESELECTED_GATES_KEY = pytest.StashKey[list[tuple[str | None, str]]]()
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -143,20 +165,39 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     rows = [item for item in items if isinstance(item, CaseItem)]
     if rows:
         rows[0].config.stash.setdefault(_DESELECTED_KEY, []).extend(r.info for r in rows)
+    # A gate deselected gives no verdict, and results.json would not show its absence: it is recorded as
+    # not run, and `pytest-llmeval check` fails on it unless told to accept it.
+    gates = [item for item in items if isinstance(item, _GATES)]
+    if gates:
+        gates[0].config.stash.setdefault(_DESELECTED_GATES_KEY, []).extend(
+            (g.benchmark if isinstance(g, GateItem) else None, g.label) for g in gates
+        )
 
 
-def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> dict[str, Any]:
-    """Rows selected, rows in the benchmark files they came from, and what selected them.
+def selection_of(config: pytest.Config, selected: Sequence[BenchmarkInfo]) -> Selection:
+    """Rows selected, rows in the benchmark files they came from, what selected them, and the gates
+    deselected (as results.json's `not_run` lists them).
 
     Node ids on the command line collect only their rows (the others are never items, never deselected):
     the files' row counts tell those apart, so every way of running part of a benchmark is caught.
     """
     deselected = config.stash.get(_DESELECTED_KEY, [])
     files = {info["name"]: info["n_rows"] for info in [*selected, *deselected]}
-    how = list(config.stash[SETTINGS_KEY].selected_by)  # -k, -m, --lf, --sw, --deselect, --llmeval-sample
+    options = config.stash[SETTINGS_KEY].selected_by  # -k, -m, --lf, --sw, --deselect, --llmeval-sample
+    how = list(options)
     if any("::" in arg for arg in config.args):
         how.append("node ids on the command line")
-    return {"selected": len(selected), "total": sum(files.values()), "how": ", ".join(how) or "a selection"}
+    # Node ids never deselect (what they leave out is never collected): the options did, or a plugin.
+    why = f"deselected by {', '.join(options) or 'a plugin'}"
+    gates: list[NotRun] = [
+        not_run(file=file, gate=gate, why=why) for file, gate in config.stash.get(_DESELECTED_GATES_KEY, [])
+    ]
+    return {
+        "selected": len(selected),
+        "total": sum(files.values()),
+        "how": ", ".join(how) or "a selection",
+        "not_run": gates,
+    }
 
 
 @pytest.hookimpl(tryfirst=True)  # under xdist: before the worker reports its collection to the controller

@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,13 @@ class _RecordSink:
         self.is_row = row_predicate(config.getini("llmeval_files"))
         self.started = time.monotonic()
         self.last_progress = self.started
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A benchmark file that failed to collect (hooks.collection.pytest_make_collect_report marked its
+        # report); under xdist a worker's failed collect report is replayed here, once per error.
+        missing = getattr(report, "llmeval_not_run", None)
+        if missing is not None:
+            self.recorder.add_uncollected(missing)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "llmeval_record", None)
@@ -294,7 +301,6 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
     document = recorder.document(reasons=reasons, identity=run.identity())
     from pytest_llmeval.reporting.html import html_report
     from pytest_llmeval.reporting.spot_check import spot_check_markdown, spot_check_path
-    from pytest_llmeval.results import document_text
 
     path = settings.files.results
     spot = spot_check_path(path)
@@ -307,13 +313,18 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
         config.stash[_KEPT_KEY] = kept
     if settings.peft_vs_sft is not None:
         _peft_vs_sft(session, document, failures)
-    written = write_or_fallback(path, document_text(document), "results.json", failures, forbidden)
-    config.stash[_DOCUMENT_KEY] = (written, document)
+    written = _write_document(path, document, "results.json", failures, forbidden)
+    config.stash[_DOCUMENT_KEY] = (written or path, document)
+    refused = written is not None and _refused(written, "results.json", failures)
     # Several columns: each adapter's own LocoLLM document beside results.json (results.<name>.json).
     for name, own in recorder.adapter_documents(reasons=reasons, identity=run.identity()).items():
         beside = path.with_name(f"{path.stem}.{name}{path.suffix}")
-        write_or_fallback(beside, document_text(own), f"adapter {name}'s results", failures, forbidden)
-    if not settings.files.no_history:
+        what = f"adapter {name}'s results"
+        own_written = _write_document(beside, own, what, failures, forbidden)
+        refused = (own_written is not None and _refused(own_written, what, failures)) or refused
+    # A document our own reader refuses would be passed over by every later run that reads the history
+    # (baselines, `history`, `view`): it stays where it was written, out of the history.
+    if not settings.files.no_history and not refused:
         # Written once, here on the controller (workers return above): results.json is the latest run,
         # the history keeps every run.
         folder = history_dir(path)
@@ -362,6 +373,44 @@ def _write_run(session: pytest.Session, recorder: Recorder, run: Evaluator, reas
         # A run whose results are not where they were asked for is not a green run, whatever its tests said.
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    if refused:
+        # Our bug, not the user's input nor the model's answers: pytest's internal-error status, as _rescue.
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _write_document(
+    path: Path, document: dict[str, Any], what: str, failures: list[str], forbidden: Mapping[Path, str]
+) -> Path | None:
+    """Write a results document (write_or_fallback); where it went, or None when it could be written
+    nowhere (the failure says so, and a file already at `path` is not this run's)."""
+    from pytest_llmeval.results import document_text
+
+    before = len(failures)
+    written = write_or_fallback(path, document_text(document), what, failures, forbidden)
+    lost = written == path and len(failures) > before
+    return None if lost else written
+
+
+def _refused(written: Path, what: str, failures: list[str]) -> bool:
+    """Whether the document just written is one our own reader (results_reader.read_results, which every
+    command, baseline and history entry goes through) refuses; if so, a failure naming the file and why.
+
+    Read back from the file rather than checked in memory: what readers get is the JSON text, and the
+    checks are most of the cost either way (bench/overhead.py's 10,000 rows: about 0.55 s to read back, of
+    a 10 s run; 0.4 s of it document_problem, which the document in memory would cost too). The file is
+    kept as it is: its rows are the run's, and a bug of ours must not lose them."""
+    from pytest_llmeval.results_reader import ResultsFileError, read_results
+
+    try:
+        read_results(written)
+    except ResultsFileError as exc:
+        problem = str(exc).removeprefix(f"cannot read {written}: ")
+        failures.append(
+            f"{what} written to {written} is refused by pytest-llmeval's own reader: {problem}; the file "
+            "is kept as written. This is a bug in pytest-llmeval: please report it"
+        )
+        return True
+    return False
 
 
 def _complete_run_at(path: Path) -> str | None:

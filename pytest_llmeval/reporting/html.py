@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmeval.ci import not_run, not_run_line
 from pytest_llmeval.formatting import (
     MISSING,
     SCORE_MEASURE,
@@ -353,6 +354,11 @@ def html_report(document: Mapping[str, Any]) -> str:
             f"{_e(document.get('incomplete_reason') or 'the run stopped early')}. "
             "Scores, statistics and gates below cover only the rows that finished.</div>"
         )
+    unrun = not_run(document)
+    if unrun:
+        # A file that failed to collect, a gate deselected: what the page cannot show, said where it starts.
+        items = "".join(f"<li>{_e(not_run_line(entry))}</li>" for entry in unrun)
+        out.append(f'<div class="incomplete" role="note"><strong>Not run:</strong><ul>{items}</ul></div>')
     out.append("<main>")
     matrix = document.get("matrix")
     if matrix and matrix.get("models"):

@@ -5,7 +5,7 @@ Pure: takes the results.json document and returns lines. No pytest, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmeval.formatting import (
@@ -159,8 +159,37 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
         spent = summary_line(document["cost"])
         if spent:
             lines.append(spent)
+    lines += _not_run_lines(document.get("not_run") or [])
     if not document["complete"]:
         lines.append(f"INCOMPLETE: {document['incomplete_reason']}")
+    return lines
+
+
+# Gates a line of _not_run_lines names; the rest are counted (every one is in results.json's not_run).
+_MAX_GATES_SHOWN = 12
+
+
+def _not_run_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the run did not run (results.json's `not_run`): each benchmark file that failed to collect on a
+    line of its own; the gates deselected, one line per reason, by file."""
+    lines = [f"NOT RUN: {e['file']} failed to collect: {e['why']}" for e in entries if e["gate"] is None]
+    by_why: dict[str, dict[str, list[str]]] = {}
+    for e in entries:
+        if e["gate"] is not None:
+            by_why.setdefault(e["why"], {}).setdefault(e["file"] or "", []).append(e["gate"])
+    for why, files in by_why.items():
+        named = [(file, gate) for file, gates in files.items() for gate in gates]
+        shown: dict[str, list[str]] = {}
+        for file, gate in named[:_MAX_GATES_SHOWN]:
+            shown.setdefault(file, []).append(gate)
+        text = "; ".join(
+            f"{file}: {', '.join(gates)}" if file else ", ".join(gates) for file, gates in shown.items()
+        )
+        more = f" and {len(named) - _MAX_GATES_SHOWN} more" if len(named) > _MAX_GATES_SHOWN else ""
+        lines.append(
+            f"gates not run ({why}; `pytest-llmeval check` fails on them unless given --allow-unrun-gates): "
+            f"{text}{more}"
+        )
     return lines
 
 
