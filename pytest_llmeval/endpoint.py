@@ -74,6 +74,11 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 # Longest server message kept in an error: enough for "maximum context length is 2048 tokens...", not a page.
 _MESSAGE_CHARS = 300
 
+# The most characters one token decodes to, as a bound on an answer's text: a server that ignores max_tokens
+# (50 MB for a 16-token row, issue 53) is cut there. The longest tokens of the vocabularies in use are runs of
+# spaces or punctuation well under this (SmolLM2's: 16 characters; cl100k's: 128).
+MAX_CHARS_PER_TOKEN = 256
+
 _T = TypeVar("_T")
 
 
@@ -163,6 +168,8 @@ class Answer:
     # text_offset), and vLLM's prompt_logprobs; None where the server sent none.
     logprobs: dict[str, Any] | None = None
     prompt_logprobs: list[Any] | None = None
+    # What was done to the answer on its way in: a text longer than `max_tokens` tokens can hold, cut.
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,12 @@ class ServedModel:
     # Whether its prompt log-probabilities can be used (logprobs.check_alignment); None: not probed (a judge).
     alignment: Alignment | None = None
     prompt_logprobs: bool = False  # it takes vLLM's prompt_logprobs: token ids come back with the echo
+    # What the probe's one-token greedy answer to "Hi" said (None: no text): with the alignment's numbers, the
+    # closest a client comes to a fingerprint of weights it never sees (the generation cache keys on it).
+    probe_answer: str | None = None
+    # The server's /v1/models entry for this id, less its clock (`created`): a vLLM's `root` (the weights'
+    # folder) and `max_model_len`, a llama-server's GGUF metadata.
+    entry: dict[str, Any] | None = None
 
     @property
     def loglikelihood_error(self) -> str | None:
@@ -446,6 +459,8 @@ class Endpoint:
         self._secrets = sorted((secret for secret in secrets if secret), key=len, reverse=True)
         # Model id -> whether every URL took the seed parameter at probe(); unprobed models never get one.
         self._accepts_seed: dict[str, bool] = {}
+        # Model id -> the model the probe's answer named: every later answer must name the same (or the id).
+        self._reported: dict[str, str | None] = {}
         self.stats: dict[str, int] = {"requests": 0, "retries": 0, "failures": 0}
 
     def __repr__(self) -> str:
@@ -475,6 +490,7 @@ class Endpoint:
         served = _run_sync(lambda: self._probe_all(ids, chat, checked))
         for model_id, model in served.items():
             self._accepts_seed[model_id] = model.accepts_seed
+            self._reported[model_id] = model.reported_model
         return served
 
     async def _probe_all(
@@ -548,7 +564,14 @@ class Endpoint:
         vLLM's prompt_logprobs: its greedy next token after logprobs.PROBE_PROMPT with that token's
         log-probability, then the prompt and that token echoed with theirs (logprobs.check_alignment). Every
         finding names the server and the URL, as the skip reason of the rows it refuses."""
-        from pytest_llmeval.logprobs import PROBE_PROMPT, Alignment, EchoError, check_alignment, parse_echo
+        from pytest_llmeval.logprobs import (
+            PROBE_PROMPT,
+            Alignment,
+            EchoError,
+            check_alignment,
+            parse_echo,
+            read_logprob,
+        )
 
         who = f"{software or 'the server'} at {redact(self.settings.urls[url_index])}"
 
@@ -562,6 +585,10 @@ class Endpoint:
         token, value = _generated_token(generated)
         if token is None:
             return refused("returns no log-probability for a generated token (logprobs is ignored)")
+        try:
+            value = read_logprob(value, f"the generated token {token!r}")
+        except EchoError as exc:
+            return refused(f"returns impossible log-probabilities: {exc}")
         echo = Request(
             model=model_id,
             prompt=PROBE_PROMPT + token,
@@ -580,7 +607,11 @@ class Endpoint:
             return refused(f"answers no echo request with logprobs ({echoed.cause})")
         try:
             parsed = parse_echo(
-                echoed.logprobs, PROBE_PROMPT + token, echoed.completion_tokens, echoed.prompt_logprobs
+                echoed.logprobs,
+                PROBE_PROMPT + token,
+                echoed.completion_tokens,
+                echoed.prompt_logprobs,
+                echoed.prompt_tokens,
             )
         except EchoError as exc:
             return refused(f"returns no prompt log-probabilities: {exc}")
@@ -657,6 +688,8 @@ class Endpoint:
             listed=tuple(str(entry.get("id")) for entry in listing) if listing else None,
             alignment=alignment,
             prompt_logprobs=alignments is not None and all(ids for _, ids in alignments),
+            probe_answer=first.text,
+            entry=_entry(listing, model_id),
         )
 
     async def _list_models(self, target: _Target) -> list[dict[str, Any]] | None:
@@ -715,14 +748,27 @@ class Endpoint:
         if isinstance(outcome, _Failure):
             return Answer(text=None, error=outcome.summary, attempts=progress.attempts)
         error = None
-        if outcome.text is None:
-            # Not retried: the server did answer, and at temperature 0 it would answer the same again.
+        text, note = outcome.text, None
+        # Neither is retried: the server did answer, and at temperature 0 it would answer the same again.
+        refused = self._refused(request, outcome)
+        if refused is not None:  # nothing of it is used: no text, no log-probabilities
+            failure = _Failure(cause=refused, url=outcome.url, retryable=False, attempts=progress.attempts)
+            return Answer(text=None, error=failure.summary, model=outcome.model, attempts=progress.attempts)
+        if text is None:
             cause = f"the response has no text (finish_reason={outcome.finish_reason})"
             error = _Failure(
                 cause=cause, url=outcome.url, retryable=False, attempts=progress.attempts
             ).summary
+        elif len(text) > (allowed := _allowed_chars(request)):
+            note = (
+                f"{outcome.url}: the answer held {len(text):,} characters, more than max_tokens="
+                f"{request.max_tokens} tokens hold ({MAX_CHARS_PER_TOKEN} characters a token): cut to "
+                f"{allowed:,}"
+            )
+            text = text[:allowed]
         return Answer(
-            text=outcome.text,
+            text=text,
+            note=note,
             error=error,
             model=outcome.model,
             system_fingerprint=outcome.system_fingerprint,
@@ -732,6 +778,21 @@ class Endpoint:
             completion_tokens=outcome.completion_tokens,
             logprobs=outcome.logprobs,
             prompt_logprobs=outcome.prompt_logprobs,
+        )
+
+    def _refused(self, request: Request, reply: _Reply) -> str | None:
+        """Why an answer cannot be used whatever it says, checked on every answer after the probe: it names
+        another model than the one the probe's answer named for this id (a server behind one URL that swapped
+        its model, a load balancer mixing two). None: usable. Unprobed ids are not checked."""
+        if request.model not in self._reported:
+            return None
+        probed = self._reported[request.model]
+        said = reply.model
+        if said == probed or (said is not None and _same_model(request.model, said)):
+            return None
+        return (
+            f"the answer came from model {said!r}, not {request.model!r} (the probe's answer named "
+            f"{probed!r}): another model answered"
         )
 
     # -- the retry loop, shared by probe() and complete() ------------------------------------------------
@@ -924,6 +985,16 @@ class Endpoint:
         return None if text is None else self._scrub(text)
 
 
+def _allowed_chars(request: Request) -> int:
+    """The most characters an answer to `request` can hold: its max_tokens at MAX_CHARS_PER_TOKEN each, and
+    an echoed prompt (a text as sent; token ids at MAX_CHARS_PER_TOKEN each)."""
+    allowed = max(request.max_tokens, 1) * MAX_CHARS_PER_TOKEN
+    if request.echo:
+        prompt = request.prompt
+        allowed += len(prompt) if isinstance(prompt, str) else len(prompt) * MAX_CHARS_PER_TOKEN
+    return allowed
+
+
 def _generated_token(reply: _Reply) -> tuple[str | None, float | None]:
     """The token a one-token completion generated and its log-probability, from its logprobs."""
     found = reply.logprobs or {}
@@ -1013,6 +1084,21 @@ def _unknown_model(failure: _Failure) -> bool:
     if failure.status == 404:
         return True
     return failure.status in (400, 422) and bool(_UNKNOWN_MODEL.search(failure.server_message))
+
+
+# The fields of a /v1/models entry that describe the model served, and stay put while it does: vLLM's root
+# (the weights' folder or hub id), parent (a LoRA's base) and max_model_len, llama-server's GGUF `meta`,
+# Ollama's `details`, LM Studio's quantization. Not `created`, nor vLLM's `permission` (a fresh id per call).
+_ENTRY_FIELDS = ("root", "parent", "max_model_len", "meta", "details", "quantization", "quantization_level")
+
+
+def _entry(listing: list[dict[str, Any]] | None, model_id: str) -> dict[str, Any] | None:
+    """What the /v1/models entry of `model_id` says of the model (_ENTRY_FIELDS); None: it is not listed."""
+    listed = _listed(model_id, listing or [])
+    for entry in listing or ():
+        if str(entry.get("id")) == listed:
+            return {k: entry[k] for k in _ENTRY_FIELDS if k in entry}
+    return None
 
 
 def _quantization(listing: list[dict[str, Any]] | None, model_id: str) -> str | None:

@@ -14,6 +14,13 @@ own tokens, never by tokenising again with another tokenizer: the tokens' texts,
 (after any token the server put before it, a BOS), so each token's place in the text is known; a token that
 straddles the boundary is refused rather than guessed.
 
+A probe that passed once proves nothing about the next answer (issue 53): every answer is checked here, where
+its numbers enter, before anything is summed. Each log-probability must be a finite number no model can fail
+to have (at most 0, a rounding artefact of LOGPROB_ROUNDING aside, and above LOGPROB_FLOOR); an answer whose
+every log-probability is exactly 0 is a server returning no real values, not a perfect model; the echoed
+tokens must cover exactly the text sent (no token missing, none added but one BOS, as many as the answer's
+usage counts). An answer that fails is an EchoError naming the check, which becomes that row's error.
+
 Pure: no pytest, no torch, no network (endpoint.py sends the requests).
 """
 
@@ -33,6 +40,15 @@ ALIGNMENT_TOLERANCE = 0.05
 
 # The prompt the probe continues: short, and with one clear greedy continuation for any model.
 PROBE_PROMPT = "The capital of France is"
+
+# The bounds of a log-probability a server may report. Above 0 is a probability above 1: a server rounding
+# a certain token's log-probability may send a few millionths over, read as 0.0; more is refused. Below the
+# floor no float32 softmax reaches (vLLM itself sends -9999.0 for -inf), and sums of such numbers would
+# overflow whatever is computed from them (exp of a mean of -1e300).
+LOGPROB_ROUNDING = 1e-4
+LOGPROB_FLOOR = -1e5
+# The largest cross-entropy (nats per token) whose perplexity a float holds (exp(709.7) is the last finite).
+MAX_CROSS_ENTROPY = 700.0
 
 
 class EchoError(ValueError):
@@ -67,10 +83,53 @@ class Echoed:
         )
 
 
-def _float_or_none(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def read_logprob(value: object, what: str) -> float | None:
+    """A server's log-probability as a number that may be summed; None where it gives none (null or absent).
+    EchoError for anything else no model can have: not a number, NaN, positive (beyond LOGPROB_ROUNDING, read
+    as 0.0), below LOGPROB_FLOOR or -inf. `what` names it in the message (`token 3 (' Paris')`)."""
+    if value is None:
         return None
-    return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EchoError(f"the log-probability of {what} is {_shown(value)}, not a number")
+    number = float(value)
+    if math.isnan(number):
+        raise EchoError(f"the log-probability of {what} is NaN")
+    if number > LOGPROB_ROUNDING:
+        raise EchoError(f"the log-probability of {what} is {number:g}: positive, a probability above 1")
+    if not number >= LOGPROB_FLOOR:
+        raise EchoError(
+            f"the log-probability of {what} is {number:g}: below {LOGPROB_FLOOR:g}, which no model's softmax "
+            "gives (vLLM sends -9999 for -inf)"
+        )
+    return min(number, 0.0)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _real_values(values: Sequence[float | None], what: str) -> None:
+    """EchoError when every log-probability given is exactly 0: a server that returns no real values (a
+    model certain of every token of a text does not exist), whatever it claims."""
+    given = [v for v in values if v is not None]
+    if given and all(v == 0.0 for v in given):
+        raise EchoError(
+            f"every log-probability of {what} is exactly 0 ({len(given)} tokens): the server returns no real "
+            "values"
+        )
+
+
+def perplexity_of(nll: float, scored: int) -> float:
+    """exp(nll / scored), the perplexity of `scored` tokens whose summed negative log-likelihood is `nll`;
+    EchoError where no float holds it (a mean of more than MAX_CROSS_ENTROPY nats a token)."""
+    cross_entropy = nll / scored
+    if not cross_entropy <= MAX_CROSS_ENTROPY:
+        raise EchoError(
+            f"a cross-entropy of {cross_entropy:g} nats per token has no perplexity a number can hold: not a "
+            "model's log-probabilities"
+        )
+    return math.exp(cross_entropy)
 
 
 def parse_echo(
@@ -78,15 +137,21 @@ def parse_echo(
     prompt: str,
     completion_tokens: int | None,
     prompt_logprobs: Sequence[Any] | None = None,
+    prompt_tokens: int | None = None,
 ) -> Echoed:
     """The prompt's tokens from a completion choice's `logprobs` (OpenAI's legacy shape: tokens,
     token_logprobs, top_logprobs, text_offset), the generated tokens after them dropped.
 
-    `completion_tokens`: how many tokens were generated (the response's usage). The prompt's tokens are those
-    that start inside its text where the tokens, joined, spell it (llama-cpp-python leaves the generated
-    token out of the arrays while counting it in usage), else all but the generated ones. `prompt_logprobs`:
-    vLLM's list of {token id: {logprob, ...}} per prompt token, which gives the ids. EchoError: the answer
-    has no log-probabilities for the prompt.
+    `completion_tokens`, `prompt_tokens`: how many tokens were generated and read (the response's usage). The
+    prompt's tokens are those that start inside its text where the tokens, joined, spell it (llama-cpp-python
+    leaves the generated token out of the arrays while counting it in usage), else all but the generated ones.
+    `prompt_logprobs`: vLLM's list of {token id: {logprob, ...}} per prompt token, which gives the ids.
+
+    Checked here, every time (the module docstring): every number is a log-probability a model can have
+    (read_logprob), not all of them 0, and, for a text prompt, the prompt's tokens cover it exactly: joined,
+    they spell it (a run of U+FFFD, bytes of a character decoded one token at a time, standing for that
+    character), after at most one token the server put before it, and they are as many as `prompt_tokens`
+    says. EchoError: the answer has no log-probabilities for the prompt, or fails a check.
     """
     if not isinstance(logprobs, Mapping):
         raise EchoError("no log-probabilities in the answer (logprobs and echo were ignored)")
@@ -103,7 +168,9 @@ def parse_echo(
         for entry in (top_raw if isinstance(top_raw, list) else [None] * len(tokens))
     ]
     top += [None] * (len(tokens) - len(top))
-    texts = [str(t) for t in tokens]
+    if len(top) > len(tokens):
+        raise EchoError(f"the answer lists alternatives for {len(top)} positions of {len(tokens)} tokens")
+    texts = [t if isinstance(t, str) else _not_a_token(i, t) for i, t in enumerate(tokens)]
     spelled = _spelled(texts, prompt)
     if spelled is not None:
         starts: list[int | None] = list(spelled)
@@ -118,19 +185,90 @@ def parse_echo(
             count = sum(1 for start in starts if start is not None and start < len(prompt))
     if count == 0:
         raise EchoError("the answer scores no prompt token (echo was ignored)")
+    read = [read_logprob(v, f"token {i} ({texts[i]!r})") for i, v in enumerate(values[:count])]
     echoed = Echoed(
         tokens=tuple(texts[:count]),
-        logprobs=tuple(_float_or_none(v) for v in values[:count]),
+        logprobs=tuple(read),
         top=tuple(
-            {str(k): float(v) for k, v in entry.items() if _float_or_none(v) is not None}
-            if entry is not None
-            else None
-            for entry in top[:count]
+            _alternatives(entry, i) if entry is not None else None for i, entry in enumerate(top[:count])
         ),
         starts=tuple(starts[:count]),
     )
+    _real_values(echoed.logprobs, "the echoed text")
+    if prompt:
+        _check_coverage(echoed, prompt, spelled is not None)
+    if prompt_tokens is not None and count != prompt_tokens:
+        raise EchoError(
+            f"the server echoed {count} tokens of the text sent, but its usage counts {prompt_tokens} prompt "
+            "tokens"
+        )
     ids = prompt_ids(prompt_logprobs, echoed)
     return echoed if ids is None else dataclasses.replace(echoed, ids=ids)
+
+
+def _not_a_token(position: int, value: object) -> str:
+    raise EchoError(f"the answer's token {position} is {_shown(value)}, not a string")
+
+
+def _alternatives(entry: Mapping[str, Any], position: int) -> dict[str, float]:
+    """One position's listed alternatives, each a log-probability a model can have (read_logprob)."""
+    out: dict[str, float] = {}
+    for token, value in entry.items():
+        number = read_logprob(value, f"the alternative {str(token)!r} at token {position}")
+        if number is not None:
+            out[str(token)] = number
+    return out
+
+
+def _check_coverage(echoed: Echoed, prompt: str, spelled: bool) -> None:
+    """EchoError unless the prompt's echoed tokens are exactly the prompt: at most one token before its text
+    (a BOS, which no log-probability can be given for), and the rest spelling the text to its last character,
+    neither a token short nor one over (_covers)."""
+    texts = list(echoed.tokens)
+    if spelled:
+        before = sum(1 for s in echoed.starts if s is not None and s < 0)
+        last = echoed.starts[-1]
+        ends = last is not None and last + len(texts[-1]) == len(prompt)
+        if before <= 1 and ends:
+            return
+    elif _covers(texts, prompt) or (len(texts) > 1 and _covers(texts[1:], prompt)):
+        return
+    shown = "".join(texts)
+    raise EchoError(
+        f"the server's {len(texts)} echoed tokens do not spell the {len(prompt)} characters sent "
+        f"({shown[:40]!r}{'...' if len(shown) > 40 else ''})"
+    )
+
+
+def _covers(texts: Sequence[str], text: str) -> bool:
+    """Whether `texts`, joined, spell `text`, where a run of k U+FFFD stands for 1 to k non-ASCII characters
+    of it: a server that decodes each token alone shows the bytes of a character split over tokens so (each
+    incomplete byte sequence one U+FFFD), and never an ASCII character. The possible places in `text` after
+    each piece are followed together, so no piece is matched twice."""
+    joined = "".join(texts)
+    if joined == text:
+        return True
+    places = {0}
+    i = 0
+    while i < len(joined) and places:
+        j = i
+        if joined[i] == "\ufffd":
+            while j < len(joined) and joined[j] == "\ufffd":
+                j += 1
+            after: set[int] = set()
+            for place in places:
+                for k in range(place, min(place + (j - i), len(text))):
+                    if text[k].isascii():
+                        break
+                    after.add(k + 1)
+            places = after
+        else:
+            while j < len(joined) and joined[j] != "\ufffd":
+                j += 1
+            piece = joined[i:j]
+            places = {p + len(piece) for p in places if text.startswith(piece, p)}
+        i = j
+    return len(text) in places
 
 
 def _spelled(texts: list[str], prompt: str) -> list[int] | None:
@@ -228,11 +366,12 @@ def rolling_nll(echoed: Echoed, *, skip: int = 0) -> tuple[float, int, bool]:
     first_scored = False
     # The text's first token: after the tokens before the text (negative starts: a BOS), when there are any.
     first_text = next((i for i, s in enumerate(echoed.starts) if s is None or s >= 0), 0)
-    for i in range(skip, len(echoed)):
+    # The first token of all has no context: whatever a server says of it is not a log-likelihood.
+    for i in range(max(skip, 1), len(echoed)):
         value = echoed.logprobs[i]
         if value is None:
-            if i == 0 or i <= first_text:
-                continue  # the first token of all has no context
+            if i <= first_text:
+                continue  # the text's first token, after no token of the server's
             raise EchoError(f"the server gave no log-probability for token {i} ({echoed.tokens[i]!r})")
         if i == first_text:
             first_scored = True
@@ -329,12 +468,19 @@ def _failed(found: Alignment, reason: str) -> Alignment:
     return dataclasses.replace(found, ok=False, reason=reason)
 
 
-def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None) -> Echoed:
+def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None, prompt_tokens: int | None = None) -> Echoed:
     """A prompt's tokens from vLLM's `prompt_logprobs` alone (a chat completion's: its rendered prompt is the
     server's, so the tokens' own texts, joined, are where positions are read). Each position lists its own
-    token first (vLLM's order), then its top alternatives. EchoError: absent, or not readable so."""
+    token first (vLLM's order), then its top alternatives. EchoError: absent, not readable so, a number no
+    model can have (read_logprob), every one exactly 0, or not as many positions as the answer's usage counts
+    prompt tokens (`prompt_tokens`, where given)."""
     if not isinstance(prompt_logprobs, Sequence) or isinstance(prompt_logprobs, str) or not prompt_logprobs:
         raise EchoError("no prompt_logprobs in the answer (the server does not return them)")
+    if prompt_tokens is not None and len(prompt_logprobs) != prompt_tokens:
+        raise EchoError(
+            f"the server's prompt_logprobs has {len(prompt_logprobs)} positions, but its usage counts "
+            f"{prompt_tokens} prompt tokens"
+        )
     tokens: list[str] = []
     values: list[float | None] = []
     ids: list[int | None] = []
@@ -355,9 +501,15 @@ def parse_prompt_logprobs(prompt_logprobs: Sequence[Any] | None) -> Echoed:
         try:
             ids.append(int(key))
         except (TypeError, ValueError):
-            raise EchoError(f"the answer's prompt_logprobs key {key!r} is not a token id") from None
-        tokens.append(str(value.get("decoded_token") or ""))
-        values.append(_float_or_none(value.get("logprob")) if position else None)
+            raise EchoError(f"the answer's prompt_logprobs key {_shown(key)} is not a token id") from None
+        decoded = value.get("decoded_token")
+        if decoded is not None and not isinstance(decoded, str):
+            raise EchoError(f"the answer's prompt_logprobs token at position {position} is not a string")
+        tokens.append(decoded or "")
+        # The first position has no context: a value there is nothing (vLLM gives it no entry at all).
+        what = f"prompt token {position} ({decoded!r})"
+        values.append(read_logprob(value.get("logprob"), what) if position else None)
+    _real_values(values, "the prompt")
     return Echoed(
         tokens=tuple(tokens),
         logprobs=tuple(values),

@@ -124,7 +124,8 @@ def choice_likelihoods(
 # (row, its config, the output graded) -> (the judge's prompt, how its input was cut or None); ValueError:
 # the request cannot be fitted to the judge.
 JudgeFit = Callable[[Case, Mapping[str, Any], str], tuple[str, dict[str, Any] | None]]
-# (prompts, limits, temperature, seeds) -> (texts, errors): one of the two is None for each prompt.
+# (prompts, limits, temperature, seeds) -> (texts, notes): a prompt without a text has why in its note; one
+# with a text may have a note of what was done to it (a served answer cut to its max_tokens).
 JudgeProduce = Callable[[list[str], list[int], float, list[int]], tuple[list[str | None], list[str | None]]]
 JudgeRuns = tuple[list[dict[str, dict[str, Any]] | None], dict[int, str]]
 
@@ -213,7 +214,8 @@ def judge_runs_served(
             ]
         )
         # Stripped as generation.generate strips its outputs.
-        return [None if a.text is None else a.text.strip() for a in answers], [a.error for a in answers]
+        texts = [None if a.text is None else a.text.strip() for a in answers]
+        return texts, [a.error if a.text is None else a.note for a in answers]
 
     return _judge_runs(name, cases, outputs, fit, produce)
 
@@ -255,21 +257,25 @@ def _judge_runs(
         temperature = float(llm_judge.option(cases[index].evaluation_config, "temperature"))
         by_temperature.setdefault(temperature, []).append(i)
     texts: list[str | None] = [None] * len(requests)
+    notes: list[str | None] = [None] * len(requests)
     for temperature, members in by_temperature.items():
-        made, failed = produce(
+        made, said = produce(
             [prompts[i] for i in members],
             [limits[i] for i in members],
             temperature,
             [seeds[i] for i in members],
         )
-        for i, answer, why in zip(members, made, failed, strict=True):
-            texts[i] = answer
+        for i, answer, note in zip(members, made, said, strict=True):
+            texts[i], notes[i] = answer, note
             index, side, _ = requests[i]
             if answer is None and index not in errors:
-                errors[index] = f"the judge's request for the {side} output failed: {why}"
+                errors[index] = f"the judge's request for the {side} output failed: {note}"
     runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for (index, side, run), seed, output in zip(requests, seeds, texts, strict=True):
-        runs.setdefault((index, side), []).append({"run": run, "seed": seed, "output": output})
+    for (index, side, run), seed, output, note in zip(requests, seeds, texts, notes, strict=True):
+        made_run: dict[str, Any] = {"run": run, "seed": seed, "output": output}
+        if output is not None and note is not None:
+            made_run["note"] = note
+        runs.setdefault((index, side), []).append(made_run)
 
     def graded(i: int, side: str) -> dict[str, Any]:
         out: dict[str, Any] = {"judge": name, "runs": runs[(i, side)]}

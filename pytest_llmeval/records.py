@@ -72,6 +72,9 @@ class SideRecord(TypedDict, total=False):
     # the answer after the block, which was scored; unterminated: the block never closed (no answer).
     scored_output: str
     reasoning_unterminated: bool
+    # What was done to its output on its way in, one line each (a served text longer than its max_tokens can
+    # hold, cut: endpoint.MAX_CHARS_PER_TOKEN).
+    notes: list[str]
 
 
 class RowRecord(TypedDict):

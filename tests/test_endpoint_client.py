@@ -398,6 +398,9 @@ def test_probe_reports_what_is_served_and_unlocks_seeds() -> None:
                 accepts_seed=True,
                 quantization="Q4_K_M",
                 listed=("tiny", "other"),
+                # The probe's greedy answer (the fault server reverses "Hi"), and what /v1/models says.
+                probe_answer="iH",
+                entry={"quantization": "Q4_K_M"},
             )
             for model in ("tiny", "other")
         }

@@ -6,19 +6,25 @@ python's misaligned ones, a server that ignores echo); the real servers answer i
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_llmeval.endpoint import _listed, _same_model
 from pytest_llmeval.logprobs import (
     PROBE_PROMPT,
     EchoError,
+    _covers,
     answer_nll,
     check_alignment,
     continuation_nll,
     parse_echo,
     parse_prompt_logprobs,
+    perplexity_of,
+    read_logprob,
     rolling_nll,
 )
 from pytest_llmeval.roster import served_at
@@ -209,3 +215,107 @@ def test_llama_servers_chat_style_log_probabilities_say_the_echo_was_ignored() -
         EchoError, match="echo is ignored: log-probabilities come back for the generated tokens only"
     ):
         parse_echo(content, PROBE_PROMPT + " Paris", completion_tokens=1)
+
+
+# --- every answer checked where it enters (issue 53) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (5.0, "positive, a probability above 1"),
+        (float("nan"), "is NaN"),
+        (-1e300, "below -100000"),
+        (float("-inf"), "below -100000"),
+        ("-0.5", "not a number"),
+        (True, "not a number"),
+    ],
+)
+def test_a_log_probability_no_model_can_have_is_refused(value: Any, says: str) -> None:
+    with pytest.raises(EchoError, match=says):
+        read_logprob(value, "token 1")
+    echo = legacy(TOKENS, [None, value, *VALUES[2:]])
+    with pytest.raises(EchoError, match=says):
+        parse_echo(echo, PROMPT, completion_tokens=0)
+
+
+def test_rounding_above_zero_reads_as_zero_and_the_floor_is_allowed() -> None:
+    assert read_logprob(5e-5, "t") == 0.0 and read_logprob(-9999.0, "t") == -9999.0
+    assert read_logprob(None, "t") is None
+
+
+def test_a_text_of_exact_zeros_is_no_measurement() -> None:
+    with pytest.raises(EchoError, match="exactly 0"):
+        parse_echo(legacy(TOKENS, [None] + [0.0] * 7), PROMPT, completion_tokens=0)
+    # One certain token among real ones is a real value.
+    assert parse_echo(legacy(TOKENS, [None, 0.0, *VALUES[2:]]), PROMPT, completion_tokens=0)
+    entries = [
+        None,
+        {"5": {"logprob": 0.0, "decoded_token": "a"}},
+        {"6": {"logprob": 0.0, "decoded_token": "b"}},
+    ]
+    with pytest.raises(EchoError, match="exactly 0"):
+        parse_prompt_logprobs(entries)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "values"),
+    [
+        (TOKENS[:2], VALUES[:2]),  # only the text's first two tokens
+        (["Q", ":", " 2+2?"], [None, -1.0, -2.0]),  # three tokens for the whole text: they do not spell it
+        (["<s>", "<s>", *TOKENS], [None, None, *VALUES]),  # two tokens before the text: one BOS at most
+        (["Q", ":", " 2", "+", "2", "?", " A:x"], [*VALUES[:7]]),  # the last token runs past the text
+    ],
+)
+def test_echoed_tokens_must_cover_exactly_the_text(tokens: list[str], values: list[float | None]) -> None:
+    with pytest.raises(EchoError, match="do not spell"):
+        parse_echo(legacy(tokens, values), PROMPT, completion_tokens=0)
+
+
+def test_the_echo_must_count_what_the_usage_counts() -> None:
+    assert len(parse_echo(legacy(TOKENS, VALUES), PROMPT, 0, None, prompt_tokens=8)) == 8
+    with pytest.raises(EchoError, match="usage counts 9 prompt tokens"):
+        parse_echo(legacy(TOKENS, VALUES), PROMPT, 0, None, prompt_tokens=9)
+    entries = [None, {"5": {"logprob": -1.0, "decoded_token": "a"}}]
+    with pytest.raises(EchoError, match="usage counts 3"):
+        parse_prompt_logprobs(entries, prompt_tokens=3)
+
+
+def test_bytes_of_a_character_split_over_tokens_cover_it() -> None:
+    text = "日本語です"
+    data = text.encode()
+    # Byte-level tokens, each decoded alone as a server that decodes tokens one by one shows them.
+    pieces = [data[0:2], data[2:4], data[4:9], data[9:15]]
+    tokens = [p.decode("utf-8", errors="replace") for p in pieces]
+    assert "\ufffd" in "".join(tokens)
+    echoed = parse_echo(legacy(tokens, [None, -1.0, -2.0, -0.5]), text, completion_tokens=0)
+    assert len(echoed) == 4
+    with pytest.raises(EchoError, match="do not spell"):
+        parse_echo(legacy(tokens[:3], [None, -1.0, -2.0]), text, completion_tokens=0)
+    with pytest.raises(EchoError, match="do not spell"):  # a replacement character is never ASCII
+        parse_echo(legacy(tokens, [None, -1.0, -2.0, -0.5]), "abcdefghijklmno", completion_tokens=0)
+
+
+@given(
+    text=st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=30),
+    cuts=st.lists(st.integers(0, 120), max_size=8),
+)
+def test_any_split_of_a_texts_bytes_covers_it_and_a_missing_piece_does_not(
+    text: str, cuts: list[int]
+) -> None:
+    data = text.encode()
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    pieces = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    tokens = [p.decode("utf-8", errors="replace") for p in pieces]
+    assert _covers(tokens, text)
+    # The last piece dropped where it ends in an ASCII character, which no run of U+FFFD stands for: the
+    # text's end is no longer spelled. (A piece of bytes alone may be absorbed by the run before it: the
+    # usage's token count catches that, test_the_echo_must_count_what_the_usage_counts.)
+    if len(tokens) > 1 and tokens[-1][-1:].isascii() and tokens[-1]:
+        assert not _covers(tokens[:-1], text)
+
+
+def test_a_perplexity_no_float_holds_is_refused() -> None:
+    assert perplexity_of(2.0, 2) == pytest.approx(2.718281828)
+    with pytest.raises(EchoError, match="no perplexity a number can hold"):
+        perplexity_of(1e6, 1)

@@ -31,6 +31,12 @@ vllm/tokenizers/detokenizer_utils.py), and what the tests rely on:
 Deliberate differences: no streaming, n must be 1, a chat request without max_tokens gets at most
 `DEFAULT_CHAT_MAX_TOKENS` (vLLM would fill the context), and an echo with max_tokens 0 reports 0
 completion tokens.
+
+It is also the suite's fault server for answers (issue 53; tests/fault_server.py scripts transport faults
+for the client alone): several models may be served by id (`also`), and `VllmFormat.perturb`, when set, is
+given every request and its correct answer and returns what is sent instead: the answer with one field
+perturbed (tests/perturb.py), or a `Raw` status and body, or a dropped connection. The start-up probe's
+requests get correct answers unless the hook changes them too.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,12 +64,27 @@ LOGPROB_FLOOR = -9999.0  # what vLLM sends for -inf, which JSON cannot carry
 
 
 @dataclass(frozen=True)
+class Raw:
+    """What a perturbation hook may send instead of an answer: a status and body, or nothing at all."""
+
+    status: int = 200
+    body: bytes = b""
+    drop: bool = False  # close the connection without a byte of response
+
+
+# (path, request body, its correct answer) -> the answer to send, or a Raw; None: the correct answer.
+Perturb = Callable[[str, dict[str, Any], dict[str, Any]], "dict[str, Any] | Raw | None"]
+
+
+@dataclass
 class VllmFormat:
-    """One running server: its /v1 URL, the model id it answers for, and every JSON body it received."""
+    """One running server: its /v1 URL, the model id it answers for, and every JSON body it received;
+    `perturb` may be set (and changed) while it runs."""
 
     base_url: str  # "http://127.0.0.1:PORT/v1"
     model: str
     requests: list[dict[str, Any]] = field(default_factory=list)  # in arrival order
+    perturb: Perturb | None = None
 
 
 class RequestError(Exception):
@@ -83,8 +104,10 @@ def serve_vllm_format(
     misaligned: bool = False,
     adapter: Path | None = None,
     add_bos: bool = False,
+    also: dict[str, Path] | None = None,
 ) -> Iterator[VllmFormat]:
-    """Serve `folder` (optionally with a peft LoRA `adapter`) on 127.0.0.1 in vLLM's format until exit.
+    """Serve `folder` (optionally with a peft LoRA `adapter`) on 127.0.0.1 in vLLM's format until exit, and
+    each folder of `also` under its id beside it.
 
     `add_bos`: a text prompt to /v1/completions gets the tokenizer's BOS first, as vLLM does for a model whose
     tokenizer adds one (Llama, Mistral, Gemma); SmolLM2's adds none, so vLLM would score its text's first
@@ -92,16 +115,20 @@ def serve_vllm_format(
     get one (vLLM's chat add_special_tokens defaults to False: the template writes its own)."""
     engine = _Engine(Path(folder), model_id=model_id, misaligned=misaligned, adapter=adapter)
     engine.add_bos = add_bos
+    engines = {model_id: engine}
+    for other, path in (also or {}).items():
+        engines[other] = _Engine(Path(path), model_id=other, misaligned=misaligned, adapter=None)
+        engines[other].add_bos = add_bos
     served = VllmFormat(base_url="", model=model_id)
-    httpd = _Server(("127.0.0.1", 0), _handler_for(engine, served.requests))
+    httpd = _Server(("127.0.0.1", 0), _handler_for(engines, served))
     # Handlers on idle keep-alive connections must not hold up the shutdown.
     httpd.daemon_threads = True
     httpd.block_on_close = False
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        port = httpd.server_address[1]
-        yield VllmFormat(base_url=f"http://127.0.0.1:{port}/v1", model=model_id, requests=served.requests)
+        served.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        yield served
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -236,9 +263,16 @@ def _stop_strings(body: dict[str, Any]) -> list[str]:
     raise RequestError(f"stop must be a string or a list of strings, got {stop!r}")
 
 
-def _check_common(engine: _Engine, body: dict[str, Any]) -> None:
-    if body.get("model") != engine.model_id:
+def _engine_for(engines: dict[str, _Engine], body: dict[str, Any]) -> _Engine:
+    """The engine serving the request's model; vLLM's 404 for a model it does not serve."""
+    engine = engines.get(str(body.get("model")))
+    if engine is None:
         raise RequestError(f"The model `{body.get('model')}` does not exist.", 404, "NotFoundError")
+    _check_common(engine, body)
+    return engine
+
+
+def _check_common(engine: _Engine, body: dict[str, Any]) -> None:
     if body.get("stream"):
         raise RequestError("this test server does not stream; send stream=false")
     if body.get("n", 1) not in (1, None):
@@ -386,9 +420,9 @@ def _one_completion(
     return choice, len(generated.ids)
 
 
-def completion(engine: _Engine, body: dict[str, Any]) -> dict[str, Any]:
+def completion(engines: dict[str, _Engine], body: dict[str, Any]) -> dict[str, Any]:
     """The answer to POST /v1/completions."""
-    _check_common(engine, body)
+    engine = _engine_for(engines, body)
     max_tokens = _int_or_none(body, "max_tokens")
     if max_tokens is not None and max_tokens < 0:
         raise RequestError(f"max_tokens must be at least 0, got {max_tokens}.")
@@ -421,9 +455,9 @@ def completion(engine: _Engine, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def chat_completion(engine: _Engine, body: dict[str, Any]) -> dict[str, Any]:
+def chat_completion(engines: dict[str, _Engine], body: dict[str, Any]) -> dict[str, Any]:
     """The answer to POST /v1/chat/completions."""
-    _check_common(engine, body)
+    engine = _engine_for(engines, body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list")
@@ -531,8 +565,9 @@ def _error_body(message: str, status: int, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-def _handler_for(engine: _Engine, requests: list[dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
+def _handler_for(engines: dict[str, _Engine], served: VllmFormat) -> type[BaseHTTPRequestHandler]:
     record_lock = threading.Lock()
+    requests = served.requests
 
     class Handler(BaseHTTPRequestHandler):
         # Keep-alive, as uvicorn in front of vLLM does, so the client's connection pool is exercised too.
@@ -544,7 +579,11 @@ def _handler_for(engine: _Engine, requests: list[dict[str, Any]]) -> type[BaseHT
             pass  # the test output stays clean
 
         def _send_json(self, status: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
+            # NaN and Infinity as Python writes them: a perturbed answer may hold them, as careless servers'
+            # do, and the openai client reads them.
+            self._send_bytes(status, json.dumps(payload).encode())
+
+        def _send_bytes(self, status: int, data: bytes) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -557,16 +596,19 @@ def _handler_for(engine: _Engine, requests: list[dict[str, Any]]) -> type[BaseHT
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             if path == "/v1/models":
-                entry = {
-                    "id": engine.model_id,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "vllm",
-                    "root": str(engine.folder),
-                    "parent": None,
-                    "max_model_len": engine.max_model_len,
-                }
-                self._send_json(200, {"object": "list", "data": [entry]})
+                entries = [
+                    {
+                        "id": engine.model_id,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "vllm",
+                        "root": str(engine.folder),
+                        "parent": None,
+                        "max_model_len": engine.max_model_len,
+                    }
+                    for engine in engines.values()
+                ]
+                self._send_json(200, {"object": "list", "data": entries})
             elif path == "/version":
                 self._send_json(200, {"version": VERSION})
             elif path == "/health":
@@ -595,7 +637,16 @@ def _handler_for(engine: _Engine, requests: list[dict[str, Any]]) -> type[BaseHT
                 self._send_json(400, _error_body("the body is not a JSON object", 400, "BadRequestError"))
                 return
             try:
-                self._send_json(200, answer(engine, body))
+                made = answer(engines, body)
+                hook = served.perturb
+                sent = None if hook is None else hook(path, body, made)
+                if isinstance(sent, Raw):
+                    if sent.drop:
+                        self.close_connection = True
+                        return
+                    self._send_bytes(sent.status, sent.body)
+                    return
+                self._send_json(200, made if sent is None else sent)
             except RequestError as exc:
                 self._send_json(exc.status, _error_body(str(exc), exc.status, exc.kind))
             except Exception as exc:  # a bug here must reach the test as a 500 with its message, not a hang

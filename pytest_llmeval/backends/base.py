@@ -94,8 +94,10 @@ class Result:
     value: Any = None
     error: str | None = None
     # (prompt, generated) tokens it took, each None where the source does not say; None: nothing was
-    # spent on it (served from the cache).
+    # spent on it (served from the cache), or what it spent is not known (it failed).
     tokens: tuple[int | None, int | None] | None = None
+    cached: bool = False  # served from the generation cache: nothing was spent on it
+    note: str | None = None  # what was done to the value on its way in (a served text cut to its max_tokens)
 
 
 Columns = dict[str, list[Result]]  # column -> one result per request, in request order

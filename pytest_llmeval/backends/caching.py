@@ -78,11 +78,11 @@ class Cached:
             return self.inner.generate(column, requests)
         store, identity, side = keyed
         looked = _lookup(store, identity, side, requests)
-        results = [Result(value=text) for text in looked.found]  # tokens None: a stored one spent nothing
+        results = [Result(value=text, cached=True) for text in looked.found]  # a stored one spent nothing
         fresh: list[Result] = []
         if looked.todo:
             fresh = self.inner.generate(column, [requests[i] for i in looked.todo])
-        store.settle(looked, [None if r.error is not None else str(r.value) for r in fresh])
+        store.settle(looked, [_keepable(r) for r in fresh])
         for i, result in zip(looked.todo, fresh, strict=True):
             results[i] = result
         self.notices.extend(store.take_problems())
@@ -120,7 +120,7 @@ class Cached:
             looked = _lookup(store, identity, side, [requests[i][1] for i in these])
             for i, text in zip(these, looked.found, strict=True):
                 if text is not None:
-                    results[i] = Result(value=text)  # tokens None: a stored one spent nothing
+                    results[i] = Result(value=text, cached=True)  # a stored one spent nothing
             todo += [these[k] for k in looked.todo]
             looks.append((store, looked, these))
         todo.sort()  # the rows in the order they were asked, whichever column misses
@@ -130,7 +130,7 @@ class Cached:
             fresh = dict(zip(todo, made, strict=True))
         for store, looked, these in looks:
             made_here = [fresh[these[k]] for k in looked.todo]
-            store.settle(looked, [None if r.error is not None else str(r.value) for r in made_here])
+            store.settle(looked, [_keepable(r) for r in made_here])
         results = [fresh.get(i, found) for i, found in enumerate(results)]
         if self.store is not None:
             self.notices.extend(self.store.take_problems())
@@ -175,7 +175,7 @@ class Cached:
                     todo.add(i)
                     keys[(column, i)] = (store, material, side)
                 else:
-                    out[column][i] = Result(value=json.loads(stored))
+                    out[column][i] = Result(value=json.loads(stored), cached=True)
                     store.stats.hits[side] += 1
         if todo:
             chosen = sorted(todo)
@@ -194,6 +194,13 @@ class Cached:
             c: [r if r is not None else Result(error="not measured") for r in found]
             for c, found in out.items()
         }
+
+
+def _keepable(result: Result) -> str | None:
+    """What of a fresh result the store keeps: its text; nothing for a failure, nor for a text that came
+    with a note (cut to its max_tokens): served from the store it would lose its note, so it is asked
+    again."""
+    return None if result.error is not None or result.note is not None else str(result.value)
 
 
 def _lookup(

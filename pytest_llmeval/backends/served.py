@@ -306,6 +306,7 @@ class ServedBackend:
                 value=a.text,
                 error=None if a.text is not None else f"{column} ({model_id}) at the endpoint: {a.error}",
                 tokens=(a.prompt_tokens, a.completion_tokens),
+                note=None if a.note is None else f"{column} ({model_id}) at the endpoint: {a.note}",
             )
             for a in answers
         ]
@@ -356,7 +357,7 @@ class ServedBackend:
             try:
                 nll, tokens = _option_nll(request, option, answer)
             except ValueError as exc:
-                errors[i] = f"{column} ({model_id}) at the endpoint: option {option!r}: {exc}"
+                errors[i] = f"{self._where(column)}: option {option!r}: {exc}"
                 continue
             choices[i].append({"text": option, "nll": nll, "n_tokens": tokens, "n_chars": len(option)})
         results = [
@@ -407,10 +408,14 @@ class ServedBackend:
             try:
                 value = self._rolling(column, text, answer, max_length, stride)
             except ValueError as exc:
-                results.append(Result(error=f"{column} ({model_id}) at the endpoint: {exc}"))
+                results.append(Result(error=f"{self._where(column)}: {exc}"))
                 continue
             results.append(Result(value=value, tokens=(None, None)))
         return {column: results}
+
+    def _where(self, column: str) -> str:
+        """Who answered a column's requests, as a row's error names it: `served (smol) at http://host/v1`."""
+        return f"{column} ({self.model_id(column)}) at {', '.join(self.endpoint(column).public_urls())}"
 
     def _usable(self, column: str) -> ServedModel:
         """The column's model, whose log-probabilities the probe found usable (rows were skipped otherwise:
@@ -424,21 +429,21 @@ class ServedBackend:
         self, column: str, text: str, answer: Any, max_length: int | None, stride: int | None
     ) -> dict[str, Any]:
         """One text's perplexity measurement (the keys measures.text_perplexities gives in process)."""
-        import math
-
-        from pytest_llmeval.logprobs import EchoError, parse_echo, rolling_nll
+        from pytest_llmeval.logprobs import EchoError, parse_echo, perplexity_of, rolling_nll
         from pytest_llmeval.perplexity import LN2
 
         if answer.error is not None and answer.logprobs is None:
             raise EchoError(answer.error)
-        echoed = parse_echo(answer.logprobs, text, answer.completion_tokens, answer.prompt_logprobs)
+        echoed = parse_echo(
+            answer.logprobs, text, answer.completion_tokens, answer.prompt_logprobs, answer.prompt_tokens
+        )
         if max_length is not None and len(echoed) > max_length:
             nll, scored, first = self._windows(column, echoed, max_length, stride)
         else:
             nll, scored, first = rolling_nll(echoed)
         n_bytes = len(text.encode("utf-8"))
         return {
-            "perplexity": math.exp(nll / scored),
+            "perplexity": perplexity_of(nll, scored),
             "cross_entropy": nll / scored,
             "nll": nll,
             "n_tokens": scored,
@@ -497,7 +502,7 @@ class ServedBackend:
                 answer = answered[window.begin]
                 if answer.logprobs is None:
                     raise EchoError(f"a window of the text got no log-probabilities: {answer.error}")
-                got = parse_echo(answer.logprobs, "", answer.completion_tokens)
+                got = parse_echo(answer.logprobs, "", answer.completion_tokens, None, answer.prompt_tokens)
                 if len(got) != window.length:
                     raise EchoError(f"a window of {window.length} token ids was echoed as {len(got)} tokens")
                 nll, count = window_nll(got, window.first_scored)
@@ -523,19 +528,32 @@ class ServedBackend:
         )
 
     def identity(self, column: str, index: FileIndex) -> ModelIdentity | None:
-        """A served model's identity in the generation cache: its id, what the server reports of it (model,
-        system_fingerprint, quantization), the seed sent, and this client's code. No URL: the same model
-        spread over several machines, or moved, is the same model."""
+        """A served model's identity in the generation cache: its id at its URLs (`ID@URL`), and everything
+        the probe saw of it this run: what the server reports (model, system_fingerprint, quantization, its
+        software, its /v1/models entry), its greedy answer to the probe, its greedy token and that token's
+        log-probability (to a tenth of a nat: a server's last digits vary between runs), the seed sent, and
+        this client's code. Weights a client never sees can only be known by what they answer: another model
+        behind the same URL and name answers otherwise, and is a miss, never a stale answer."""
         from pytest_llmeval.cache import SERVED_CODE_MODULES, ModelIdentity, code_fingerprint, sha256_json
 
         served = self._probed(column)
+        alignment = served.alignment
+        greedy = None
+        if alignment is not None and alignment.generated_token is not None:
+            value = alignment.generated_logprob
+            greedy = [alignment.generated_token, None if value is None else round(value, 1)]
         return ModelIdentity(
             base=sha256_json(
                 {
                     "served_model": served.id,
+                    "urls": sorted(self.endpoint(column).public_urls()),
                     "reported_model": served.reported_model,
                     "system_fingerprint": served.system_fingerprint,
                     "quantization": self.quantization(served),
+                    "server": served.server,
+                    "entry": served.entry,
+                    "probe_answer": served.probe_answer,
+                    "greedy": greedy,
                     "seed": served_seed(served),
                 }
             ),
@@ -672,7 +690,7 @@ def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int]:
     if answer.logprobs is None and answer.prompt_logprobs is None:
         raise EchoError(answer.error or "no log-probabilities in the answer")
     if request.chat:
-        return answer_nll(parse_prompt_logprobs(answer.prompt_logprobs), option)
+        return answer_nll(parse_prompt_logprobs(answer.prompt_logprobs, answer.prompt_tokens), option)
     prompt = str(request.prompt)
-    echoed = parse_echo(answer.logprobs, prompt, answer.completion_tokens)
+    echoed = parse_echo(answer.logprobs, prompt, answer.completion_tokens, None, answer.prompt_tokens)
     return continuation_nll(echoed, len(prompt) - len(option))

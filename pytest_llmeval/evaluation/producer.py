@@ -72,6 +72,8 @@ class Producer:
         self.outputs: dict[str, RowOutputs] = {}
         self.row_errors: dict[str, str] = {}  # rows of a produced chunk that have no output
         self.truncated: dict[str, dict[str, Any]] = {}  # rows whose prompt was cut to fit
+        # node id -> column -> what was done to its outputs on their way in (a served text cut to max_tokens)
+        self.notes: dict[str, dict[str, list[str]]] = {}
         self.retries: list[dict[str, Any]] = []  # generation batches split after a failure
         # node id -> column -> the prompt it was given (the text; a served chat row's messages as JSON)
         self.prompts: dict[str, dict[str, str]] = {}
@@ -322,16 +324,20 @@ class Producer:
         results: Sequence[Result],
         texts: dict[tuple[str, str], list[str]],
     ) -> dict[str, tuple[int | None, int | None]]:
-        """A column's outputs into `texts` (a failed request fails its row); the (prompt, generated)
-        tokens each row spent, a row served from the cache absent."""
+        """A column's outputs into `texts` (a failed request fails its row), their notes into `notes`; the
+        (prompt, generated) tokens each row spent (None where not known: a failed request), a row served
+        wholly from the cache absent."""
         tokens: dict[str, tuple[int | None, int | None]] = {}
         for request, result in zip(requests, results, strict=True):
+            if not result.cached:
+                spent = result.tokens if result.tokens is not None else (None, None)
+                tokens[request.node] = _summed(tokens.get(request.node, (0, 0)), spent)
             if result.error is not None:
                 self._fail([request.node], result.error)
                 continue
             texts.setdefault((request.node, column), []).append(str(result.value))
-            if result.tokens is not None:  # None: from the cache, nothing spent
-                tokens[request.node] = _summed(tokens.get(request.node, (0, 0)), result.tokens)
+            if result.note is not None:
+                self.notes.setdefault(request.node, {}).setdefault(column, []).append(result.note)
         return tokens
 
     def _requests(

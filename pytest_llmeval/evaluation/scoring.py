@@ -102,6 +102,9 @@ class RowScorer:
         if nodeid in self.producer.truncated:
             for side_record in models.values():
                 side_record["prompt_truncated"] = self.producer.truncated[nodeid]
+        for column, notes in self.producer.notes.get(nodeid, {}).items():
+            if column in models:
+                models[column]["notes"] = list(notes)
         try:
             uses = SCORERS[case.evaluation_type].uses.union(
                 *(SCORERS[m.evaluation_type].uses for m in case.metrics)
