@@ -172,13 +172,12 @@ def copy_model(source: Path, target: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale(
-    pytester: pytest.Pytester, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, workers: list[str]
+    pytester: pytest.Pytester, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """`--llmeval-model=big=DIR` is recalled by what DIR holds, not by the column's name (issue 53): pointed
-    at another folder, or its weights rewritten in place (same size, old mtime restored), the next cached
-    run answers as a run without the cache does."""
+    at another folder (serially, and with -n 2), or its weights rewritten in place (same size, old mtime
+    restored), the next cached run answers as a run without the cache does."""
     from helpers import build_tiny_model
 
     first = build_tiny_model(tmp_path_factory.mktemp("big-1"), seed=11)
@@ -186,14 +185,15 @@ def test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale(
     third = build_tiny_model(tmp_path_factory.mktemp("big-3"), seed=13)
     pytester.makefile(".jsonl", bench=rows(3))
     cache = pytester.path / "cache"
-    common = ["--llmeval-no-history", *workers]
 
-    def run(folder: Path, out: str, store: list[str]) -> dict[str, Any]:
-        pytester.runpytest(*store, *common, f"--llmeval-model=big={folder}", f"--llmeval-results={out}")
+    def run(folder: Path, out: str, store: list[str], *more: str) -> dict[str, Any]:
+        pytester.runpytest(
+            *store, "--llmeval-no-history", f"--llmeval-model=big={folder}", f"--llmeval-results={out}", *more
+        )
         return json.loads((pytester.path / out).read_text())
 
-    def cached(folder: Path, out: str) -> dict[str, Any]:
-        return run(folder, out, model_args(tiny_model, cache=cache))
+    def cached(folder: Path, out: str, *more: str) -> dict[str, Any]:
+        return run(folder, out, model_args(tiny_model, cache=cache), *more)
 
     def fresh(folder: Path, out: str) -> dict[str, Any]:
         return run(folder, out, model_args(tiny_model))
@@ -205,6 +205,9 @@ def test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale(
     assert outputs(moved) == outputs(truth)
     described = {m["column"]: m for m in moved["models"]}["big"]
     assert described["fingerprint"] == {m["column"]: m for m in truth["models"]}["big"]["fingerprint"]
+    # The same with -n 2: each worker recalls by contents too.
+    cached(first, "first-again.json")
+    assert outputs(cached(second, "second-xdist.json", "-n", "2")) == outputs(truth)
     # The folder's weights rewritten in place: same size, the old mtime put back.
     weights = second / "model.safetensors"
     stat = weights.stat()
