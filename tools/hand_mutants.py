@@ -123,8 +123,8 @@ MUTANTS = (
     Mutant(
         name="served-bypasses-cache",
         file="pytest_llmeval/backends/served.py",
-        old="        served = self._probed(column)\n        return ModelIdentity(",
-        new="        return None\n        served = self._probed(column)\n        return ModelIdentity(",
+        old="        served = self._probed(column)\n        alignment = served.alignment",
+        new="        return None\n        served = self._probed(column)\n        alignment = served.alignment",
         tests=("tests/test_endpoints.py::test_served_outputs_are_cached",),
         why="served text skips the generation cache wrapper: every re-run asks the servers again",
     ),
@@ -154,6 +154,53 @@ MUTANTS = (
         tests=("tests/test_e2e.py::test_main_job_generated_every_output",),
         why="the main-job test reads the repository's warm cache and generates nothing",
         warm_cache=True,
+    ),
+    # Issue 53: every value from outside checked where it enters, every identity taken from content.
+    Mutant(
+        name="recall-by-name",
+        file="pytest_llmeval/backends/local.py",
+        old="                    if m.side in self.columns\n",
+        new="                    if False\n",
+        tests=(
+            "tests/test_recall.py::test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale",
+        ),
+        why="a model column recalled by its name: another folder answered with the old model's outputs",
+    ),
+    Mutant(
+        name="positive-logprobs",
+        file="pytest_llmeval/logprobs.py",
+        old="LOGPROB_ROUNDING = 1e-4",
+        new="LOGPROB_ROUNDING = 10.0",
+        tests=(
+            "tests/test_served_checks.py::test_impossible_values_from_a_server_are_row_errors_never_scores",
+        ),
+        why="a server's +5 a token summed: a perplexity below 1, and a gate passed on it",
+    ),
+    Mutant(
+        name="echo-not-covered",
+        file="pytest_llmeval/logprobs.py",
+        old="        if before <= 1 and ends:",
+        new="        if before <= 1:",
+        tests=("tests/test_logprobs.py::test_echoed_tokens_must_cover_exactly_the_text",),
+        why="an echo whose last token runs past the text sent scored as the text",
+    ),
+    Mutant(
+        name="another-model-answers",
+        file="pytest_llmeval/endpoint.py",
+        old="        if request.model not in self._reported:\n            return None",
+        new="        if True:\n            return None",
+        tests=(
+            "tests/test_served_checks.py::test_impossible_values_from_a_server_are_row_errors_never_scores",
+        ),
+        why="an answer from another model than the probe's used as the column's",
+    ),
+    Mutant(
+        name="unrun-gate-passes-check",
+        file="pytest_llmeval/ci/__init__.py",
+        old='if entry["gate"] is not None]',
+        new="if False]",
+        tests=("tests/test_not_run.py",),
+        why="a deselected gate gives check nothing to fail on",
     ),
 )
 
