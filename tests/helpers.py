@@ -85,6 +85,11 @@ def build_tiny_adapter(base: Path, path: Path, *, seed: int = 1) -> Path:
     return path
 
 
+# Plugins an inner run does not use, which every xdist worker of it would import again (about half a worker's
+# start): for the tests that make many `-n 2` runs (the fault campaign, the served checks).
+LEAN = ("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
 def row(
     row_id: str,
     *,

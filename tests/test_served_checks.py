@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import build_tiny_model, jsonl
+from helpers import LEAN, build_tiny_model, jsonl
 from vllm_format import VllmFormat, serve_vllm_format
 
 from pytest_llmeval.endpoint import MAX_CHARS_PER_TOKEN
@@ -172,10 +172,7 @@ def run(pytester: pytest.Pytester, server: VllmFormat, *args: str) -> tuple[str,
             "--llmeval-retries=0",
             "--llmeval-no-history",
             "--llmeval-no-cache",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
+            *LEAN,
             *args,
         )
     finally:
@@ -250,8 +247,7 @@ def test_a_served_column_beside_a_served_base_passes_no_gate_on_positive_values(
             "--llmeval-domain=b=positive.jsonl",
             "--llmeval-no-cache",
             "--llmeval-no-history",
-            "-p",
-            "no:cacheprovider",
+            *LEAN,
             *workers,
             "positive.jsonl",
         )
