@@ -218,3 +218,37 @@ def test_a_model_column_pointed_elsewhere_or_edited_is_never_served_stale(
     edited = cached(second, "edited.json")
     assert outputs(edited) == outputs(fresh(second, "edited-fresh.json"))
     assert outputs(edited) != outputs(moved)
+
+
+def test_a_model_column_the_cached_run_never_loads_is_described_as_before(
+    pytester: pytest.Pytester, tiny_model: Path, tiny_adapter: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A cached run that reads the shared tokenizer but never `big`'s describes big as a run without the cache
+    does (issue 53, found by tests/test_cache_campaign.py). --llmeval-prompt-per-model parts the base from the
+    adapter (each its own declared prompt), so their prompts are rendered again with the shared tokenizer,
+    while big's prompts are recalled and its outputs stored: big's `models` entry came out without its
+    tokenizer and revision, and was kept so for every later run of this setup."""
+    from helpers import build_tiny_model
+
+    big = build_tiny_model(tmp_path_factory.mktemp("big"), seed=11)
+    cases = [row(f"r{i}", instruction=f"Say {i}.", evaluation_config={"max_new_tokens": 3}) for i in range(2)]
+    pytester.makefile(".jsonl", bench=jsonl(cases))
+    cache = pytester.path / "cache"
+
+    def run(out: str, *more: str, cached: bool = True) -> dict[str, Any]:
+        store = model_args(tiny_model, tiny_adapter, cache=cache if cached else None)
+        pytester.runpytest(
+            *store, "--llmeval-no-history", f"--llmeval-model=big={big}", f"--llmeval-results={out}", *more
+        )
+        return json.loads((pytester.path / out).read_text())
+
+    def models(doc: dict[str, Any]) -> dict[str, Any]:
+        return {m["column"]: m for m in doc["models"]}
+
+    run("shared.json")
+    truth = run("fresh.json", "--llmeval-prompt-per-model", cached=False)
+    assert "tokenizer" in models(truth)["big"]
+    for out in ("per-model.json", "again.json"):  # the second: from the recall the first one kept
+        doc = run(out, "--llmeval-prompt-per-model")
+        assert sum(doc["inference_config"]["cache"]["misses"].values()) == 0  # every output was stored
+        assert models(doc) == models(truth)

@@ -124,7 +124,9 @@ MUTANTS = (
         name="served-bypasses-cache",
         file="pytest_llmeval/backends/served.py",
         old="        served = self._probed(column)\n        alignment = served.alignment",
-        new="        return None\n        served = self._probed(column)\n        alignment = served.alignment",
+        new=(
+            "        return None\n        served = self._probed(column)\n        alignment = served.alignment"
+        ),
         tests=("tests/test_endpoints.py::test_served_outputs_are_cached",),
         why="served text skips the generation cache wrapper: every re-run asks the servers again",
     ),

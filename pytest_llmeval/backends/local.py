@@ -199,6 +199,15 @@ class LocalWeights:
         source = loaded.adapters.get(column) if column in loaded.adapters else loaded.base.path
         entry["revision"] = None if source is None else revision_of(source)
 
+    def knows(self, column: str) -> bool:
+        """Whether this process read what a column is described from: the shared weights' tokenizer for a
+        column on them, the column's own for one on weights of its own (loaded here at some point). A cached
+        run may load the shared tokenizer (a prompt of theirs to render) and never a full model's (its
+        prompts recalled, its outputs stored): that column's description is then the recall's."""
+        if self._loaded is None:
+            return False
+        return column in self._column_provenance or column not in self.model_columns()
+
     def fingerprint(self, column: str) -> str | None:
         """The content fingerprint of a column's own files: the base folder, an adapter's files, or a full
         model's folder. Read through the machine-wide file-hash index, so a large model is hashed once."""
@@ -669,15 +678,17 @@ class LocalBackend:
 
     def describe(self, entry: dict[str, Any], column: str) -> None:
         """A column's results.json `models` entry: provenance, weights fingerprint, an adapter's version and
-        parameter efficiency; before the weights load, as an earlier run of this setup described it."""
-        if self.weights.shared is None:
+        parameter efficiency; for a column this process has not read (LocalWeights.knows), as an earlier run
+        of this setup described it."""
+        known = self.weights.knows(column)
+        if not known:
             found = self.recall().get("describe", column)
             if isinstance(found, dict):
                 entry |= found
                 return
         before = dict(entry)
         self._describe(entry, column)
-        if self.weights.shared is not None:
+        if known:  # never a part: an entry without the tokenizer would be served to every later run
             self.recall().put(
                 "describe", column, {k: v for k, v in entry.items() if k not in before or before[k] != v}
             )
@@ -700,11 +711,11 @@ class LocalBackend:
                     entry["lora_b_all_zero"] = zero
 
     def described(self) -> bool:
-        """The `models` entries are final (memoised): the shared weights are loaded, or an earlier run of this
-        setup described every column."""
-        if self.weights.shared is not None:
-            return True
-        return all(isinstance(self.recall().get("describe", c), dict) for c in self.columns)
+        """The `models` entries are final (memoised): every column is known to this process
+        (LocalWeights.knows) or was described by an earlier run of this setup."""
+        return all(
+            self.weights.knows(c) or isinstance(self.recall().get("describe", c), dict) for c in self.columns
+        )
 
     def load_seconds(self) -> dict[str, float]:
         return self.weights.load_seconds()
