@@ -40,14 +40,25 @@ from pytest_llmeval.results_reader import read_results
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("LLMEVAL_CAMPAIGN_EXAMPLES", "0"))
+# The long form's benchmark holds its rows this many times over (each copy marked apart, each perturbed on
+# its own): a run pair's cost is mostly pytest's and -n 2's start-up, so a draw of 4 copies checks about 4
+# times as many perturbations for about 1.5 times the time (TESTING.md).
+COPIES = int(os.environ.get("LLMEVAL_CAMPAIGN_COPIES", "1"))
 LOG = os.environ.get("LLMEVAL_CAMPAIGN_LOG")  # a JSONL file: each run's perturbations and how each ended
 JUDGE = "judge"  # the judge's model id, and the kind of its answers (GENERATE, to the judge model)
 MAX_NEW_TOKENS = 4
 
 
-def rows() -> list[tuple[str, dict[str, Any]]]:
+def rows(copies: int) -> list[tuple[str, dict[str, Any]]]:
     """(the kinds of answer its requests get, the row) for each row of the campaign's benchmark."""
     out: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(copies):
+        one_copy(out)
+    return out
+
+
+def one_copy(out: list[tuple[str, dict[str, Any]]]) -> None:
+    """Every kind of row a served column runs, once, each marked with its index in `out`."""
 
     def add(kinds: str, row: dict[str, Any]) -> None:
         index = len(out)
@@ -117,10 +128,9 @@ def rows() -> list[tuple[str, dict[str, Any]]]:
                 },
             },
         )
-    return out
 
 
-ROWS = rows()
+ROWS = rows(COPIES)
 
 
 @dataclass
