@@ -33,14 +33,17 @@ def load_script(path: Path, name: str) -> ModuleType:
     return module
 
 
-def build_tiny_model(path: Path, *, hidden: int = 32, seed: int = 0) -> Path:
-    """Save a random 2-layer Llama with the embedded tokenizer to `path`."""
+def build_tiny_model(
+    path: Path, *, hidden: int = 32, seed: int = 0, tokenizer_dir: Path | None = None, context: int = 1024
+) -> Path:
+    """Save a random 2-layer Llama with the embedded tokenizer (or the one in `tokenizer_dir`) to `path`, its
+    context `context` positions."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from pytest_llmeval.models import embedded_model_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or embedded_model_dir())
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
@@ -48,7 +51,7 @@ def build_tiny_model(path: Path, *, hidden: int = 32, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=context,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -62,7 +65,8 @@ def build_tiny_model(path: Path, *, hidden: int = 32, seed: int = 0) -> Path:
         for p in model.parameters():
             p.mul_(4.0)
     model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    if tokenizer_dir != path:
+        tokenizer.save_pretrained(path)
     return path
 
 

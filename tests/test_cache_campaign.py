@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import build_tiny_adapter, jsonl, row, without_clocks
+from helpers import build_tiny_adapter, build_tiny_model, jsonl, row, without_clocks
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -185,34 +185,9 @@ def small_tokenizer(folder: Path) -> None:
 
 
 def build_model(path: Path, *, seed: int) -> Path:
-    """helpers.build_tiny_model's random 2-layer Llama (weights scaled up, so that greedy choices are well
-    separated), on small_tokenizer and with a context of CONTEXT."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
+    """helpers.build_tiny_model's random 2-layer Llama on small_tokenizer, with a context of CONTEXT."""
     small_tokenizer(path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    assert len(tokenizer) == VOCABULARY
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=CONTEXT,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(4.0)
-    model.save_pretrained(path)
-    return path
+    return build_tiny_model(path, seed=seed, tokenizer_dir=path, context=CONTEXT)
 
 
 def build_workspace(root: Path) -> Workspace:
