@@ -243,7 +243,7 @@ def campaign(
             chosen = plan.perturbed.get(index)
             ended = check(found[row["id"]], before[row["id"]], chosen if index in plan.applied else None)
             if chosen is not None and index in plan.applied:
-                outcomes[str(chosen)] = ended
+                outcomes[f"{row['id']} {chosen}"] = ended  # by row: two rows perturbed alike count twice
         if LOG is not None:  # the long form's record (TESTING.md): every perturbation and how it ended
             with open(LOG, "a", encoding="utf-8") as out:
                 out.write(json.dumps({"workers": " ".join(workers) or "serial", "ended": outcomes}) + "\n")
