@@ -49,6 +49,31 @@ def test_seconds_by_test_and_file_and_the_slow_ones_written(
     assert "150.0" in printed and "main_job (module)" in printed and "150.0  " in printed
 
 
+def test_a_test_once_slow_stays_slow_until_it_takes_under_half_the_line(tmp_path: Path) -> None:
+    """A profile on a faster machine must not move tests of 1-1.5 s back into make test-fast at once."""
+    _junit(
+        tmp_path,
+        "parallel.xml",
+        [
+            ("tests.test_stats", "test_was_slow_still_near", 1.0),
+            ("tests.test_stats", "test_was_slow_now_quick", 0.7),
+            ("tests.test_stats", "test_was_fast_near", 1.0),
+            ("tests.test_stats", "test_new_slow", 2.0),
+        ],
+    )
+    out = tmp_path / "durations.json"
+    before = {
+        "tests/test_stats.py::test_was_slow_still_near": 2.0,
+        "tests/test_stats.py::test_was_slow_now_quick": 2.0,
+    }
+    out.write_text(json.dumps({"slow_over": 1.5, "files": {}, "slow_tests": before}))
+    assert TOOL.main([str(tmp_path), "--write", str(out)]) == 0
+    assert json.loads(out.read_text())["slow_tests"] == {
+        "tests/test_stats.py::test_new_slow": 2.0,
+        "tests/test_stats.py::test_was_slow_still_near": 1.0,
+    }
+
+
 def test_a_folder_without_junit_xml_is_an_error(tmp_path: Path) -> None:
     assert TOOL.main([str(tmp_path)]) == 2
 

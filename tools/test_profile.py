@@ -7,7 +7,10 @@ It reads every JUnit XML in the folder (a testcase's time is its set-up, call an
 every `fixtures.json*` that tests/conftest.py's `--fixture-durations` wrote (one per xdist worker). With
 --write it stores the seconds of each test file, which tests/conftest.py reads to send the longest files to
 the workers first, and the tests that took 1.5 s or more (--slow-over), which it marks `slow`: make test-fast
-leaves them out (they start processes: an xdist run's workers, a subprocess, a server).
+leaves them out (they start processes: an xdist run's workers, a subprocess, a server). A test the file
+being replaced marked slow stays slow while it still takes half the line (STAY_SLOW): a profile made on a
+faster or quieter machine than the last one would otherwise move dozens of 1-2 s tests back into the quick
+loop at once (issue 53: make test-fast grew by 15 s that way, with no test changed).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # make test-fast leaves out the tests that took this long or longer in the last profile (tests/conftest.py).
 SLOW_OVER = 1.5
+# A test already marked slow is unmarked only once it takes less than this share of the line.
+STAY_SLOW = 0.5
 
 
 def test_seconds(folder: Path) -> dict[str, float]:
@@ -61,6 +66,14 @@ def table(title: str, rows: list[tuple[str, float]], total: float) -> str:
     return "\n".join(lines)
 
 
+def previously_slow(path: Path) -> set[str]:
+    """The tests the durations file about to be replaced marks slow (none if there is no readable one)."""
+    try:
+        return set(json.loads(path.read_text(encoding="utf-8"))["slow_tests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="what make test-profile wrote (.profile)")
@@ -89,14 +102,22 @@ def main(argv: list[str] | None = None) -> int:
     if fixtures:
         print(table("By fixture (set-up only)", fixtures.most_common(args.top), total))
     if args.write is not None:
+        was_slow = previously_slow(args.write)
         stored = {
             "slow_over": args.slow_over,
             "files": {name: round(seconds, 1) for name, seconds in sorted(files.items())},
-            "slow_tests": {n: round(s, 1) for n, s in sorted(tests.items()) if s >= args.slow_over},
+            "slow_tests": {
+                n: round(s, 1)
+                for n, s in sorted(tests.items())
+                if s >= args.slow_over or (n in was_slow and s >= STAY_SLOW * args.slow_over)
+            },
         }
         args.write.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
         slow = len(stored["slow_tests"])
-        print(f"\nseconds by file, and the {slow} tests of {args.slow_over} s or more: {args.write}")
+        print(
+            f"\nseconds by file, and the {slow} slow tests ({args.slow_over} s or more, or slow before and"
+            f" {STAY_SLOW * args.slow_over:g} s or more): {args.write}"
+        )
     return 0
 
 
