@@ -82,19 +82,27 @@ def choice_likelihoods(
     """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches.
 
     `prompts`: each row's prompt when it is not the one build_prompt makes (cut to fit the context)."""
-    from pytest_llmeval.generation import build_prompt
-    from pytest_llmeval.perplexity import continuation_nll
-    from pytest_llmeval.scorers.multiple_choice import expected_index
+    from pytest_llmeval.generation import build_prompt, raw_prompt
+    from pytest_llmeval.perplexity import continuation_nll, encode_pair
+    from pytest_llmeval.scorers.multiple_choice import completion_mode, continuation, expected_index
 
     tok = loaded.tokenizer
     pairs: list[tuple[list[int], list[int]]] = []
     starts: list[int] = []  # each row's first pair
     for index, case in enumerate(cases):
+        config = case.evaluation_config
+        starts.append(len(pairs))
+        if completion_mode(config):
+            # lm-eval's pairs: the raw context, then delimiter + choice, split where the context's own
+            # tokens end (encode_pair), so that a converted task scores as lm-eval scores it.
+            prompt = raw_prompt(tok, case.input) if prompts is None else prompts[index]
+            for choice in config["choices"]:
+                pairs.append(encode_pair(tok, prompt, continuation(config, choice)))
+            continue
         # The prompt as generation sees it; a choice is what the assistant would answer.
         prompt = build_prompt(tok, case.instruction, case.input) if prompts is None else prompts[index]
         context: list[int] = tok(prompt, add_special_tokens=False)["input_ids"]
-        starts.append(len(pairs))
-        for choice in case.evaluation_config["choices"]:
+        for choice in config["choices"]:
             pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))
 
     def measure() -> list[dict[str, Any]]:

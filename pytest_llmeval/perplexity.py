@@ -400,6 +400,22 @@ def _score_windows(
     return result, tokens, hits
 
 
+def encode_pair(
+    tokenizer: PreTrainedTokenizerBase, context: str, continuation: str
+) -> tuple[list[int], list[int]]:
+    """(context tokens, continuation tokens) as lm-evaluation-harness encodes a pair for a causal model
+    (`LM._encode_pair`): the context's trailing whitespace moves to the continuation, the two are encoded
+    together, and the continuation is what follows the context's own encoding. A BPE merge across the
+    boundary (" Paris" after "Answer:") then gives the tokens the model would have read, not those of the
+    continuation encoded alone. No special tokens are added: a raw prompt carries its BOS as text."""
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole: list[int] = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
+    head: list[int] = tokenizer(context, add_special_tokens=False)["input_ids"]
+    return head, whole[len(head) :]
+
+
 def continuation_nll(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

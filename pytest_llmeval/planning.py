@@ -69,9 +69,12 @@ def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool])
 
 
 def completion_mode(case: Case) -> bool:
-    """A completion-style row: its input is sent raw for the model to continue (no chat template)."""
-    from pytest_llmeval.scorers import code_execution
+    """A completion-style row: its input is sent raw for the model to continue (no chat template), or (a
+    multiple-choice row converted from lm-eval) to be followed by each choice."""
+    from pytest_llmeval.scorers import code_execution, multiple_choice
 
+    if case.evaluation_type == "multiple_choice":
+        return multiple_choice.completion_mode(case.evaluation_config)
     return case.evaluation_type == "code_execution" and code_execution.completion_mode(case.evaluation_config)
 
 

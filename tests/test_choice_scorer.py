@@ -46,7 +46,7 @@ def test_config_errors_say_exactly_what_is_wrong(config: dict[str, Any], message
 def test_unknown_keys_are_named_with_the_type() -> None:
     assert error({**THREE, "answer": 1}) == (
         "unknown key 'answer' in evaluation_config for multiple_choice; did you mean 'answer_index'? "
-        "known: choices, answer_index, normalize"
+        "known: choices, answer_index, normalize, prompt_mode, target_delimiter, lm_eval"
     )
 
 

@@ -316,16 +316,18 @@ class ServedBackend:
         continued as the assistant's answer under the server's template (prompt_logprobs), a raw prompt's
         option echoed after it through /v1/completions. One request per option, all in flight together."""
         from pytest_llmeval.endpoint import Request
-        from pytest_llmeval.scorers.multiple_choice import expected_index
+        from pytest_llmeval.scorers.multiple_choice import continuation, expected_index
 
         column = columns[0]
         model_id = self.model_id(column)
         self._usable(column)
-        asked: list[tuple[int, str, Request]] = []  # (request index, option, its request)
+        asked: list[tuple[int, str, str, Request]] = []  # (request index, option, text scored, its request)
         for i, r in enumerate(requests):
             prompted = r.prompted
             assert prompted is not None
-            for option in r.row.case.evaluation_config["choices"]:
+            config = r.row.case.evaluation_config
+            for option in config["choices"]:
+                scored = option if prompted.chat else continuation(config, option)
                 if prompted.chat:
                     user = ({"role": "user", "content": prompted.prompt},)
                     messages = (*(prompted.messages or user), {"role": "assistant", "content": option})
@@ -341,21 +343,21 @@ class ServedBackend:
                 else:
                     request = Request(
                         model=model_id,
-                        prompt=prompted.prompt + option,
+                        prompt=prompted.prompt + scored,
                         max_tokens=1,
                         chat=False,
                         echo=True,
                         logprobs=0,
                     )
-                asked.append((i, option, request))
-        answers = self.endpoint(column).complete([request for _, _, request in asked])
+                asked.append((i, option, scored, request))
+        answers = self.endpoint(column).complete([request for _, _, _, request in asked])
         choices: list[list[dict[str, Any]]] = [[] for _ in requests]
         errors: dict[int, str] = {}
-        for (i, option, request), answer in zip(asked, answers, strict=True):
+        for (i, option, scored, request), answer in zip(asked, answers, strict=True):
             if i in errors:
                 continue
             try:
-                nll, tokens = _option_nll(request, option, answer)
+                nll, tokens = _option_nll(request, scored, answer)
             except ValueError as exc:
                 errors[i] = f"{self._where(column)}: option {option!r}: {exc}"
                 continue

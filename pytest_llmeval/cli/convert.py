@@ -1,4 +1,5 @@
-"""`pytest-llmeval convert humaneval|mbpp FILE`: benchmark rows from a dataset's own file (convert.py)."""
+"""`pytest-llmeval convert humaneval|mbpp FILE`: benchmark rows from a dataset's own file (convert.py);
+`pytest-llmeval convert lm-eval TASK... --out=DIR`: rows from lm-eval's tasks (lm_eval_tasks.py)."""
 
 from __future__ import annotations
 
@@ -15,18 +16,28 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     conv = _subcommand(
         commands,
         "convert",
-        help="write benchmark rows (code_execution) from HumanEval's or MBPP's own file",
+        help="write benchmark rows from HumanEval's or MBPP's own file, or from lm-eval's tasks",
         description="Write code_execution benchmark rows from HumanEval's or MBPP's own file "
         "(gzip or plain; JSONL, or MBPP's sanitized JSON array).\nThe rows go to -o (written whole, once "
-        "every record converted) or to standard output.",
+        "every record converted) or to standard output.\n\nWith lm-eval: one benchmark file per task "
+        "(a group: per subtask) in --out, each row a document as lm-eval 0.4.13 renders it (its prompt, "
+        "few-shot examples and seed), scored as lm-eval scores it (multiple_choice tasks: acc, acc_norm). "
+        "Needs pip install 'pytest-llmeval[lm-eval]'.",
         epilog=_exit_codes(
             "0  every record converted and written",
             "2  the file cannot be read or a record converted (nothing written), -o cannot be written, "
-            "or an option out of range",
+            "or an option out of range; with lm-eval, a task unknown, unreadable or not convertible "
+            "exactly (nothing written)",
         ),
     )
-    conv.add_argument("dataset", choices=convert.DATASETS, help="which dataset the file holds")
-    conv.add_argument("file", type=Path, help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl")
+    conv.add_argument(
+        "dataset", choices=(*convert.DATASETS, LM_EVAL), help="which dataset the file holds, or lm-eval"
+    )
+    conv.add_argument(
+        "file",
+        nargs="+",
+        help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl; with lm-eval, task or group names",
+    )
     conv.add_argument("-o", "--output", type=Path, default=None, help="the JSONL to write (default: stdout)")
     conv.add_argument("--difficulty", choices=DIFFICULTIES, default="medium", help="of every row (medium)")
     conv.add_argument("--samples", type=int, default=None, help="samples per problem, for pass@k")
@@ -39,7 +50,22 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="humaneval: chat rows (the model writes the whole function in a code block) instead of "
         "completion rows (it continues the prompt, no chat template)",
     )
+    lm = conv.add_argument_group("lm-eval")
+    lm.add_argument("--out", type=Path, default=None, help="the folder for one TASK.jsonl per task")
+    lm.add_argument("--num-fewshot", type=int, default=None, help="few-shot examples (default: the task's)")
+    lm.add_argument("--limit", type=int, default=None, help="the first N documents of each task")
+    lm.add_argument(
+        "--data-files",
+        action="append",
+        default=[],
+        metavar="SPLIT=PATH",
+        help="read a split from a local parquet, JSON/JSONL, CSV or arrow file in the dataset's own schema "
+        "(repeat for each split; default: the task's dataset_path through datasets)",
+    )
     return conv
+
+
+LM_EVAL = "lm-eval"
 
 
 def _ints(text: str) -> list[int]:
@@ -52,6 +78,23 @@ def _ints(text: str) -> list[int]:
 
 
 def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.dataset == LM_EVAL:
+        return _convert_lm_eval(parser, args)
+    lm_only = [
+        o
+        for o, v in (
+            ("--out", args.out),
+            ("--num-fewshot", args.num_fewshot),
+            ("--limit", args.limit),
+            ("--data-files", args.data_files),
+        )
+        if v
+    ]
+    if lm_only:
+        parser.error(f"{lm_only[0]} is for lm-eval")
+    if len(args.file) != 1:
+        parser.error(f"{args.dataset} converts one FILE")
+    args.file = Path(args.file[0])
     try:
         extra = convert.sampling_config(
             samples=args.samples, k=args.k, temperature=args.temperature, timeout=args.timeout
@@ -90,4 +133,42 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         _write(args.output, text)
         where = str(args.output)
     print(f"llmeval: wrote {len(rows)} {args.dataset} rows from {args.file} to {where}", file=sys.stderr)
+    return 0
+
+
+def _convert_lm_eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pytest_llmeval import lm_eval_tasks
+
+    if args.out is None:
+        parser.error("lm-eval writes one file per task: give --out=DIR")
+    other = [
+        o
+        for o, v in (
+            ("-o", args.output),
+            ("--samples", args.samples),
+            ("--k", args.k),
+            ("--temperature", args.temperature),
+            ("--timeout", args.timeout),
+            ("--chat", args.chat),
+        )
+        if v
+    ]
+    if other:
+        parser.error(f"{other[0]} is for humaneval and mbpp")
+    for option, value in (("--num-fewshot", args.num_fewshot), ("--limit", args.limit)):
+        if value is not None and value < (0 if option == "--num-fewshot" else 1):
+            parser.error(f"{option} must be {'0 or more' if option == '--num-fewshot' else '1 or more'}")
+    try:
+        files = lm_eval_tasks.parse_data_files(args.data_files)
+        converted = lm_eval_tasks.convert_tasks(
+            args.file, num_fewshot=args.num_fewshot, limit=args.limit, data_files=files
+        )
+    except lm_eval_tasks.LmEvalError as exc:
+        raise _Refused(f"{exc} (nothing written)") from None
+    try:
+        written = lm_eval_tasks.write_tasks(converted, args.out)
+    except OSError as exc:
+        raise _Refused(f"cannot write to {args.out}: {exc.strerror or exc}") from None
+    for task, path in zip(converted, written, strict=True):
+        print(f"llmeval: wrote {len(task.rows)} rows of lm-eval task {task.task} to {path}", file=sys.stderr)
     return 0

@@ -9,6 +9,13 @@ evaluation_config:
 - answer_index: the expected choice's position (0-based); else expected_output must be one of the choices.
 - normalize: "sum" (default: total log-likelihood), "token" (per token) or "char" (per character, which
   does not depend on the tokenizer: lm-evaluation-harness's acc_norm).
+- prompt_mode: "chat" (default: the chat template over the instruction and input) or "completion" (the
+  input is the whole context, sent raw, and each choice follows it as lm-evaluation-harness scores a pair:
+  the context's trailing spaces move to the choice, and the choice's tokens are those the context and the
+  choice make together, after the context's own).
+- target_delimiter (completion rows): text between the context and each choice (lm-eval's, often " ").
+- lm_eval: where a converted row came from (lm_eval_tasks.py: task, version, shots, seed, document); its
+  row also records lm-eval's per-row metrics (acc, acc_norm) beside the score.
 
 With saved predictions (--llmeval-predictions) there is no model: the prediction text is matched to a
 choice instead (the choice itself, case and spaces aside, or its letter: "B", "(B)", "B.").
@@ -23,8 +30,9 @@ from typing import Any
 from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import check_keys
 
-KNOWN_KEYS = ("choices", "answer_index", "normalize")
+KNOWN_KEYS = ("choices", "answer_index", "normalize", "prompt_mode", "target_delimiter", "lm_eval")
 NORMALIZE = ("sum", "token", "char")
+PROMPT_MODES = ("chat", "completion")
 _LETTER = re.compile(r"\(?([A-Za-z])[).:]?")
 
 
@@ -46,6 +54,25 @@ def validate_config(config: Mapping[str, Any]) -> None:
     normalize = config.get("normalize", "sum")
     if normalize not in NORMALIZE:
         raise ValueError(f"'normalize' must be one of {', '.join(NORMALIZE)}, got {normalize!r}")
+    mode = config.get("prompt_mode", "chat")
+    if mode not in PROMPT_MODES:
+        raise ValueError(f"'prompt_mode' must be one of {', '.join(PROMPT_MODES)}, got {mode!r}")
+    delimiter = config.get("target_delimiter")
+    if delimiter is not None and (not isinstance(delimiter, str) or mode != "completion"):
+        raise ValueError("'target_delimiter' must be a string, and is for prompt_mode completion only")
+    origin = config.get("lm_eval")
+    if origin is not None and not isinstance(origin, dict):
+        raise ValueError("'lm_eval' must be an object (where a converted row came from)")
+
+
+def completion_mode(config: Mapping[str, Any]) -> bool:
+    """The row's input is its whole context, sent raw (no chat template)."""
+    return bool(config.get("prompt_mode", "chat") == "completion")
+
+
+def continuation(config: Mapping[str, Any], choice: str) -> str:
+    """What is scored after a completion row's context: the target delimiter, then the choice."""
+    return str(config.get("target_delimiter") or "") + choice
 
 
 def validate_row(config: Mapping[str, Any], row: Mapping[str, Any]) -> None:
@@ -87,20 +114,37 @@ def score_measurement(measurement: Mapping[str, Any], config: Mapping[str, Any])
         loglik = -float(choice["nll"])
         length = {"sum": 1, "token": choice["n_tokens"], "char": choice["n_chars"]}[normalize]
         scored.append(loglik / length)
-    best = max(range(len(scored)), key=lambda i: (scored[i], -i))  # ties go to the first choice
+    best = _first_best(scored)
     expected = int(measurement["expected_index"])
-    return Score(
-        value=1.0 if best == expected else 0.0,
-        threshold=1.0,
-        details={
-            "predicted_index": best,
-            "predicted": config["choices"][best],
-            "expected_index": expected,
-            "normalize": normalize,
-            "scores": scored,
-            "choices": [dict(c) for c in measurement["choices"]],
-        },
-    )
+    details: dict[str, Any] = {
+        "predicted_index": best,
+        "predicted": config["choices"][best],
+        "expected_index": expected,
+        "normalize": normalize,
+        "scores": scored,
+        "choices": [dict(c) for c in measurement["choices"]],
+    }
+    if config.get("lm_eval") is not None:
+        details["lm_eval"] = lm_eval_metrics(measurement, expected)
+    return Score(value=1.0 if best == expected else 0.0, threshold=1.0, details=details)
+
+
+def _first_best(values: list[float]) -> int:
+    """The position of the largest value, the first of equals (numpy's argmax, as lm-eval picks)."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
+
+def lm_eval_metrics(measurement: Mapping[str, Any], expected: int) -> dict[str, float]:
+    """lm-eval's multiple_choice process_results for one gold answer: acc (the summed log-likelihoods'
+    argmax) and acc_norm (each divided by its choice's length in characters, the delimiter left out)."""
+    lls = [-float(c["nll"]) for c in measurement["choices"]]
+    lengths = [float(c["n_chars"]) for c in measurement["choices"]]
+    return {
+        "acc": 1.0 if _first_best(lls) == expected else 0.0,
+        "acc_norm": 1.0
+        if _first_best([ll / n for ll, n in zip(lls, lengths, strict=True)]) == expected
+        else 0.0,
+    }
 
 
 def score(prediction: str, expected: str, config: Mapping[str, Any]) -> Score:

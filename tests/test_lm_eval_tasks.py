@@ -1,0 +1,224 @@
+"""lm-eval tasks as benchmark rows (issue 54): `convert lm-eval` writes the rows lm-eval 0.4.13 builds, and
+a run of them on the embedded model gives lm-eval's own numbers, row by row.
+
+The oracle is lm-eval itself, run live here: `simple_evaluate` with its `hf` model on the same fp32 folder,
+the same task loaded from the same local data files (tests/data/lm_eval/, in the dataset's own schema), with
+`log_samples`. Every document's per-choice log-likelihoods must agree within 1e-4 nats, its acc and acc_norm
+exactly, and so must the task's aggregates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.cli import main as cli_main
+from pytest_llmeval.results_reader import read_results
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parent / "data" / "lm_eval"
+ARC = [
+    f"--data-files=test={DATA / 'arc_easy' / 'test.jsonl'}",
+    f"--data-files=train={DATA / 'arc_easy' / 'train.jsonl'}",
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lm_eval_imported() -> None:
+    """lm-eval and datasets imported once, before any pytester: pytester drops the modules a test imported
+    when it ends, and datasets cannot be imported twice in a process (pyarrow keeps its types)."""
+    import datasets  # noqa: F401
+    import lm_eval.tasks  # noqa: F401
+
+
+def convert(out: Path, *args: str) -> list[dict[str, Any]]:
+    assert cli_main(["convert", "lm-eval", *args, f"--out={out}"]) == 0
+    return [json.loads(line) for line in (out / "arc_easy.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def lm_eval_samples(num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+    """lm-eval's own run: {doc_id: its logged sample}, and the task's aggregate results."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from pytest_llmeval import lm_eval_tasks
+    from pytest_llmeval.models import embedded_model_dir
+
+    files = lm_eval_tasks.parse_data_files([a.split("=", 1)[1] for a in ARC])
+    manager = TaskManager()
+    tasks = lm_eval_tasks._load(["arc_easy"], files, manager)
+    out = lm_eval.simple_evaluate(
+        model="hf",
+        model_args={"pretrained": str(embedded_model_dir()), "dtype": "float32"},
+        tasks=list(tasks.values()),
+        num_fewshot=num_fewshot,
+        device="cpu",
+        batch_size=8,
+        log_samples=True,
+        task_manager=manager,
+    )
+    assert out is not None
+    return {int(s["doc_id"]): s for s in out["samples"]["arc_easy"]}, out["results"]["arc_easy"]
+
+
+@pytest.mark.parametrize("shots", [0, 2])
+def test_a_converted_task_scores_as_lm_eval_scores_it(pytester: pytest.Pytester, shots: int) -> None:
+    rows = convert(pytester.path / "bench", "arc_easy", *ARC, f"--num-fewshot={shots}")
+    assert len(rows) == 24 and all(r["evaluation_config"]["lm_eval"]["num_fewshot"] == shots for r in rows)
+    theirs, aggregate = lm_eval_samples(shots)
+    # The rows carry the very prompts lm-eval sent: the context and each delimiter + choice.
+    for row in rows:
+        sample = theirs[row["evaluation_config"]["lm_eval"]["doc_id"]]
+        assert [list(a) for a in sample["arguments"]] == [
+            [row["input"], " " + c] for c in row["evaluation_config"]["choices"]
+        ]
+    result = pytester.runpytest(
+        "bench/arc_easy.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly"
+    )
+    assert result.ret in (0, 1), result.stdout.str()
+    ours = {r["id"]: r for b in read_results(pytester.path / "results.json")["benchmarks"] for r in b["rows"]}
+    accs: list[float] = []
+    norms: list[float] = []
+    for row in rows:
+        doc_id = row["evaluation_config"]["lm_eval"]["doc_id"]
+        sample = theirs[doc_id]
+        details = ours[row["id"]]["models"]["base"]["score"]
+        their_lls = [float(r[0][0]) for r in sample["resps"]]
+        our_lls = [-c["nll"] for c in details["choices"]]
+        assert our_lls == pytest.approx(their_lls, abs=1e-4), row["id"]
+        assert details["lm_eval"] == {"acc": sample["acc"], "acc_norm": sample["acc_norm"]}, row["id"]
+        accs.append(details["lm_eval"]["acc"])
+        norms.append(details["lm_eval"]["acc_norm"])
+    assert sum(accs) / len(accs) == aggregate["acc,none"]
+    assert sum(norms) / len(norms) == aggregate["acc_norm,none"]
+
+
+def test_bad_input_is_one_line_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    cases = [
+        (
+            ["convert", "lm-eval", "arc_esay", f"--out={out}"],
+            "no task or group named 'arc_esay' (did you mean",
+        ),
+        (
+            ["convert", "lm-eval", "gsm8k", *ARC[:1], f"--out={out}"],
+            "output_type 'generate_until' is not converted",
+        ),
+        (
+            [
+                "convert",
+                "lm-eval",
+                "arc_easy",
+                f"--data-files=test={DATA / 'arc_easy' / 'nothing.jsonl'}",
+                f"--out={out}",
+            ],
+            "does not exist",
+        ),
+    ]
+    cases.append((["convert", "lm-eval", "mmlu_humanities", f"--out={out}"], "HF_DATASETS_OFFLINE is set"))
+    # HF_DATASETS_OFFLINE=1 as a user sets it, before datasets is imported (which reads it then): these
+    # machines reach no hub, and a user's refusal must be this line, not a network timeout.
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    for argv, said in cases:
+        assert cli_main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("llmeval: ") and said in err[0], err
+        assert not out.exists()
+
+
+def test_a_document_missing_a_field_the_task_reads_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "test.jsonl"
+    lines = (DATA / "arc_easy" / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[3])
+    del record["answerKey"]
+    broken.write_text("\n".join([*lines[:3], json.dumps(record), *lines[4:]]) + "\n", encoding="utf-8")
+    assert (
+        cli_main(
+            ["convert", "lm-eval", "arc_easy", f"--data-files=test={broken}", f"--out={tmp_path / 'out'}"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lm-eval task arc_easy" in err[0] and "nothing written" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_served_model_gives_the_in_process_numbers(pytester: pytest.Pytester) -> None:
+    """The converted rows over the served log-likelihood path (a vLLM-format server on 127.0.0.1, its
+    numbers the embedded model's own, /v1/completions with echo): each choice's log-likelihood as in
+    process, within 1e-4 nats, and the same acc and acc_norm."""
+    from vllm_format import serve_vllm_format
+
+    from pytest_llmeval.models import embedded_model_dir
+
+    rows = convert(pytester.path / "bench", "arc_easy", *ARC, "--limit=8")
+    common = (
+        "bench/arc_easy.jsonl",
+        "-m",
+        "not gate",
+        "--llmeval-no-history",
+        "--llmeval-no-cache",
+        "-p",
+        "no:randomly",
+    )
+    result = pytester.runpytest(*common)
+    assert result.ret in (0, 1), result.stdout.str()
+    local = {
+        r["id"]: r for b in read_results(pytester.path / "results.json")["benchmarks"] for r in b["rows"]
+    }
+    with serve_vllm_format(embedded_model_dir()) as server:
+        result = pytester.runpytest(f"--llmeval-endpoint={server.base_url}", "--base-model=smol", *common)
+    assert result.ret in (0, 1), result.stdout.str()
+    served = {
+        r["id"]: r for b in read_results(pytester.path / "results.json")["benchmarks"] for r in b["rows"]
+    }
+    assert len(rows) == 8 and set(served) == set(local)
+    for row_id, row in served.items():
+        ours, theirs = local[row_id]["models"]["base"]["score"], row["models"]["base"]["score"]
+        assert row["error"] is None, row["error"]
+        assert [c["nll"] for c in theirs["choices"]] == pytest.approx(
+            [c["nll"] for c in ours["choices"]], abs=1e-4
+        )
+        assert theirs["lm_eval"] == ours["lm_eval"], row_id
+
+
+@pytest.mark.parametrize(
+    ("context", "continuation"),
+    [
+        ("Question: Which star is closest?\nAnswer:", " the Sun"),
+        ("The capital of France is ", "Paris"),  # the trailing space moves to the continuation
+        ("Fill in: un", "believable"),  # a merge across the boundary
+        ("Answer:\n\n", "  two spaces"),
+        ("日本の首都は", "東京です"),
+    ],
+)
+def test_pairs_are_encoded_as_lm_eval_encodes_them(context: str, continuation: str) -> None:
+    """perplexity.encode_pair against lm-eval's own LM._encode_pair, on the embedded tokenizer."""
+    from lm_eval.api.model import TemplateLM
+    from transformers import AutoTokenizer
+
+    from pytest_llmeval.models import embedded_model_dir
+    from pytest_llmeval.perplexity import encode_pair
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+
+    class Causal:  # what _encode_pair reads of HFLM for a causal model without add_bos_token
+        backend = "causal"
+
+        def tok_encode(self, text: str) -> list[int]:
+            return list(tokenizer.encode(text))
+
+    assert encode_pair(tokenizer, context, continuation) == TemplateLM._encode_pair(
+        Causal(), context, continuation
+    )
