@@ -21,7 +21,7 @@ from pytest_llmeval.results_reader import read_results
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).parent / "data" / "lm_eval"
-ARC = [
+ARC = [  # arc_easy's splits, for the tests of one task
     f"--data-files=test={DATA / 'arc_easy' / 'test.jsonl'}",
     f"--data-files=train={DATA / 'arc_easy' / 'train.jsonl'}",
 ]
@@ -35,12 +35,17 @@ def _lm_eval_imported() -> None:
     import lm_eval.tasks  # noqa: F401
 
 
-def convert(out: Path, *args: str) -> list[dict[str, Any]]:
-    assert cli_main(["convert", "lm-eval", *args, f"--out={out}"]) == 0
-    return [json.loads(line) for line in (out / "arc_easy.jsonl").read_text(encoding="utf-8").splitlines()]
+def convert(out: Path, task: str, *args: str) -> list[dict[str, Any]]:
+    assert cli_main(["convert", "lm-eval", task, *args, f"--out={out}"]) == 0
+    return [json.loads(line) for line in (out / f"{task}.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def lm_eval_samples(num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+def data_files(task: str) -> list[str]:
+    """--data-files for every split of the task's folder under tests/data/lm_eval/."""
+    return [f"--data-files={p.stem}={p}" for p in sorted((DATA / task).glob("*.jsonl"))]
+
+
+def lm_eval_samples(task: str, num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
     """lm-eval's own run: {doc_id: its logged sample}, and the task's aggregate results."""
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -48,9 +53,9 @@ def lm_eval_samples(num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[s
     from pytest_llmeval import lm_eval_tasks
     from pytest_llmeval.models import embedded_model_dir
 
-    files = lm_eval_tasks.parse_data_files([a.split("=", 1)[1] for a in ARC])
+    files = lm_eval_tasks.parse_data_files([a.split("=", 1)[1] for a in data_files(task)])
     manager = TaskManager()
-    tasks = lm_eval_tasks._load(["arc_easy"], files, manager)
+    tasks = lm_eval_tasks._load([task], files, manager)
     out = lm_eval.simple_evaluate(
         model="hf",
         model_args={"pretrained": str(embedded_model_dir()), "dtype": "float32"},
@@ -62,39 +67,50 @@ def lm_eval_samples(num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[s
         task_manager=manager,
     )
     assert out is not None
-    return {int(s["doc_id"]): s for s in out["samples"]["arc_easy"]}, out["results"]["arc_easy"]
+    return {int(s["doc_id"]): s for s in out["samples"][task]}, out["results"][task]
 
 
-@pytest.mark.parametrize("shots", [0, 2])
-def test_a_converted_task_scores_as_lm_eval_scores_it(pytester: pytest.Pytester, shots: int) -> None:
-    rows = convert(pytester.path / "bench", "arc_easy", *ARC, f"--num-fewshot={shots}")
-    assert len(rows) == 24 and all(r["evaluation_config"]["lm_eval"]["num_fewshot"] == shots for r in rows)
-    theirs, aggregate = lm_eval_samples(shots)
+@pytest.mark.parametrize(
+    ("task", "shots", "documents"),
+    [
+        ("arc_easy", 0, 24),
+        ("arc_easy", 2, 24),
+        ("hellaswag", 0, 10),  # its documents through process_docs (a !function of lm-eval's)
+        ("piqa", 1, 10),
+        ("boolq", 1, 10),
+        ("mmlu_astronomy", 5, 8),  # a description, and first_n examples from its dev split
+    ],
+)
+def test_a_converted_task_scores_as_lm_eval_scores_it(
+    pytester: pytest.Pytester, task: str, shots: int, documents: int
+) -> None:
+    rows = convert(pytester.path / "bench", task, *data_files(task), f"--num-fewshot={shots}")
+    assert len(rows) == documents
+    assert all(r["evaluation_config"]["lm_eval"]["num_fewshot"] == shots for r in rows)
+    theirs, aggregate = lm_eval_samples(task, shots)
     # The rows carry the very prompts lm-eval sent: the context and each delimiter + choice.
     for row in rows:
-        sample = theirs[row["evaluation_config"]["lm_eval"]["doc_id"]]
+        config = row["evaluation_config"]
+        sample = theirs[config["lm_eval"]["doc_id"]]
         assert [list(a) for a in sample["arguments"]] == [
-            [row["input"], " " + c] for c in row["evaluation_config"]["choices"]
+            [row["input"], config["target_delimiter"] + c] for c in config["choices"]
         ]
     result = pytester.runpytest(
-        "bench/arc_easy.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly"
+        f"bench/{task}.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly"
     )
     assert result.ret in (0, 1), result.stdout.str()
     ours = {r["id"]: r for b in read_results(pytester.path / "results.json")["benchmarks"] for r in b["rows"]}
-    accs: list[float] = []
-    norms: list[float] = []
+    found: dict[str, list[float]] = {}
     for row in rows:
-        doc_id = row["evaluation_config"]["lm_eval"]["doc_id"]
-        sample = theirs[doc_id]
-        details = ours[row["id"]]["models"]["base"]["score"]
+        sample = theirs[row["evaluation_config"]["lm_eval"]["doc_id"]]
+        score = ours[row["id"]]["models"]["base"]["score"]
         their_lls = [float(r[0][0]) for r in sample["resps"]]
-        our_lls = [-c["nll"] for c in details["choices"]]
-        assert our_lls == pytest.approx(their_lls, abs=1e-4), row["id"]
-        assert details["lm_eval"] == {"acc": sample["acc"], "acc_norm": sample["acc_norm"]}, row["id"]
-        accs.append(details["lm_eval"]["acc"])
-        norms.append(details["lm_eval"]["acc_norm"])
-    assert sum(accs) / len(accs) == aggregate["acc,none"]
-    assert sum(norms) / len(norms) == aggregate["acc_norm,none"]
+        assert [-c["nll"] for c in score["choices"]] == pytest.approx(their_lls, abs=1e-4), row["id"]
+        metrics = row["evaluation_config"]["lm_eval"]["metrics"]
+        assert {m: score["lm_eval"][m] for m in metrics} == {m: sample[m] for m in metrics}, row["id"]
+        for metric in metrics:
+            found.setdefault(metric, []).append(score["lm_eval"][metric])
+    assert {m: sum(v) / len(v) for m, v in found.items()} == {m: aggregate[f"{m},none"] for m in found}
 
 
 def test_bad_input_is_one_line_and_nothing_written(
