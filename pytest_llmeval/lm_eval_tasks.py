@@ -337,6 +337,12 @@ def convert_tasks(
             with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
                 task.build_all_requests(limit=limit, rank=0, world_size=1)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
+            if "larger than population" in str(exc):  # random.sample: fewer examples than shots
+                shots = task.get_config("num_fewshot")
+                raise LmEvalError(
+                    f"lm-eval task {name}: its few-shot split is too small for {shots} examples (lm-eval"
+                    " draws one more than asked, to leave out the document itself): lower --num-fewshot"
+                ) from None
             raise LmEvalError(
                 f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
             ) from None

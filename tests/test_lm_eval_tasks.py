@@ -138,6 +138,8 @@ def test_bad_input_is_one_line_and_nothing_written(
         ),
     ]
     cases.append((["convert", "lm-eval", "mmlu_humanities", f"--out={out}"], "HF_DATASETS_OFFLINE is set"))
+    piqa = ["convert", "lm-eval", "piqa", *data_files("piqa"), "--num-fewshot=5", f"--out={out}"]
+    cases.append((piqa, "its few-shot split is too small for 5 examples"))
     # HF_DATASETS_OFFLINE=1 as a user sets it, before datasets is imported (which reads it then): these
     # machines reach no hub, and a user's refusal must be this line, not a network timeout.
     import datasets
