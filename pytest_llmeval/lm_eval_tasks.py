@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_llmeval.benchmark import _ID_RE
 from pytest_llmeval.convert import rows_text
+from pytest_llmeval.models import _one_line  # an exception as one line, cut to 300 characters
 
 __all__ = [
     "DATA_FORMATS",
@@ -199,11 +200,6 @@ def _unknown(name: str, manager: Any) -> str:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return f"lm-eval has no task or group named {name!r}{hint}"
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _refuse_output_type(name: str, output_type: Any) -> None:

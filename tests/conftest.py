@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from pytest_llmeval.models import LoadedModel
 
 
+# lm-eval tasks' data in their datasets' own schemas (tests/test_lm_eval_tasks.py reads them): JSONL files,
+# but not benchmark files, so the plugin must not collect them as rows.
+collect_ignore_glob = ["data/lm_eval/*"]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """numpy, torch and what transformers and peft register in torch cannot be imported twice in one process
     ("bad call flags", "Only a single TORCH_LIBRARY"), and pytester's in-process runs forget the modules
