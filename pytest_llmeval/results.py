@@ -46,6 +46,7 @@ from pytest_llmeval.summaries import (
     composite_summary,
     corpus_scores,
     fluency_summary,
+    lm_eval_summary,
     metrics_summary,
     out_of_domain_figure,
     pass_at_k_summary,
@@ -699,6 +700,7 @@ def _benchmark_entry(
         "corpus": corpus_scores(rows),
         "composite": composite_summary(rows, weights),
         "metrics": metrics_summary(rows),
+        "lm_eval": lm_eval_summary(rows),
     }
     entry.update({key: block for key, block in optional.items() if block is not None})
     if baseline is not None:

@@ -560,3 +560,47 @@ def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
                 isolation: dict[str, Any] = dict(found["isolation"])
                 return isolation
     return None
+
+
+def lm_eval_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Rows converted from an lm-eval task (lm_eval_tasks.py), the task's figures as lm-eval reports them:
+    where they came from (task, version, lm-eval version, shots, seed, the data's sha256) and, per model,
+    each of the task's metrics over its scored rows with lm-eval's standard error (the sample standard
+    deviation over the square root of n: `mean_stderr`). None when no row came from lm-eval."""
+    origins = [
+        r["evaluation_config"]["lm_eval"]
+        for r in records
+        if isinstance((r.get("evaluation_config") or {}).get("lm_eval"), Mapping)
+    ]
+    if not origins:
+        return None
+    first = origins[0]
+    tasks = sorted({str(o.get("task")) for o in origins})
+    summary: dict[str, Any] = {
+        "task": tasks[0] if len(tasks) == 1 else tasks,
+        **{
+            k: first.get(k)
+            for k in ("version", "lm_eval_version", "num_fewshot", "fewshot_seed", "data_sha256")
+        },
+    }
+    metrics = [str(m) for m in first.get("metrics") or ["acc"]]
+    for who in (BASE, ADAPTER):
+        values: dict[str, list[float]] = {m: [] for m in metrics}
+        for record in records:
+            found = score(record, who)
+            per_row = None if found is None else found.get("lm_eval")
+            if isinstance(per_row, Mapping):
+                for metric in metrics:
+                    if metric in per_row:
+                        values[metric].append(float(per_row[metric]))
+        n = max(len(v) for v in values.values())
+        if not n:
+            continue
+        figures: dict[str, Any] = {"n": n}
+        for metric, found_values in values.items():
+            mean = sum(found_values) / len(found_values)
+            figures[metric] = mean
+            spread = sum((v - mean) ** 2 for v in found_values) / (len(found_values) - 1) if n > 1 else 0.0
+            figures[f"{metric}_stderr"] = math.sqrt(spread) / math.sqrt(len(found_values))
+        summary[who] = figures
+    return summary

@@ -99,7 +99,8 @@ def test_a_converted_task_scores_as_lm_eval_scores_it(
         f"bench/{task}.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly"
     )
     assert result.ret in (0, 1), result.stdout.str()
-    ours = {r["id"]: r for b in read_results(pytester.path / "results.json")["benchmarks"] for r in b["rows"]}
+    document = read_results(pytester.path / "results.json")
+    ours = {r["id"]: r for b in document["benchmarks"] for r in b["rows"]}
     found: dict[str, list[float]] = {}
     for row in rows:
         sample = theirs[row["evaluation_config"]["lm_eval"]["doc_id"]]
@@ -111,6 +112,15 @@ def test_a_converted_task_scores_as_lm_eval_scores_it(
         for metric in metrics:
             found.setdefault(metric, []).append(score["lm_eval"][metric])
     assert {m: sum(v) / len(v) for m, v in found.items()} == {m: aggregate[f"{m},none"] for m in found}
+    # The benchmark's lm_eval block: the task as lm-eval reports it, its standard errors included.
+    block = document["benchmarks"][0]["lm_eval"]
+    assert block["task"] == task and block["num_fewshot"] == shots and block["lm_eval_version"] == "0.4.13"
+    assert block["base"]["n"] == documents
+    for metric in found:
+        assert block["base"][metric] == aggregate[f"{metric},none"]
+        assert block["base"][f"{metric}_stderr"] == pytest.approx(
+            aggregate[f"{metric}_stderr,none"], abs=1e-12
+        )
 
 
 def test_bad_input_is_one_line_and_nothing_written(
