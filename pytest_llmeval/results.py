@@ -42,6 +42,7 @@ from pytest_llmeval.records import (
 from pytest_llmeval.summaries import (
     DEFAULT_COMPOSITE_WEIGHTS,
     _mean,
+    chance_summary,
     char_accuracy_summary,
     composite_summary,
     corpus_scores,
@@ -701,6 +702,7 @@ def _benchmark_entry(
         "composite": composite_summary(rows, weights),
         "metrics": metrics_summary(rows),
         "lm_eval": lm_eval_summary(rows),
+        "chance": chance_summary(rows),
     }
     entry.update({key: block for key, block in optional.items() if block is not None})
     if baseline is not None:

@@ -604,3 +604,47 @@ def lm_eval_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
             figures[f"{metric}_stderr"] = math.sqrt(spread) / math.sqrt(len(found_values))
         summary[who] = figures
     return summary
+
+
+# Fewer multiple-choice rows than this cannot tell a model at chance from one above it reliably: no verdict.
+CHANCE_MIN_ROWS = 20
+CHANCE_ALPHA = 0.05
+NEAR_CHANCE = (
+    "a multiple-choice accuracy no better than answering at random usually means the model never saw its "
+    "prompt as meant: a server that returns no prompt log-probabilities (llama.cpp's, for one), a chat "
+    "template that is missing or wrong, or a model too small for the task"
+)
+
+
+def chance_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per model, its multiple-choice rows against answering at random (each row right with probability 1 /
+    its number of choices): rows, right, the accuracy chance would give, and the one-sided p-value of doing
+    this well by chance (stats.above_chance_p). `above_chance` is false when that p is CHANCE_ALPHA or more
+    over at least CHANCE_MIN_ROWS rows, None with fewer rows. None when no row is multiple choice."""
+    from pytest_llmeval.stats import above_chance_p
+
+    summary: dict[str, Any] = {}
+    for who in (BASE, ADAPTER):
+        chances: list[float] = []
+        right = 0
+        for record in records:
+            found = score(record, who)
+            if record["evaluation_type"] != "multiple_choice" or found is None:
+                continue
+            choices = (record.get("evaluation_config") or {}).get("choices")
+            if not isinstance(choices, list) or len(choices) < 2:
+                continue  # a record without its config (a summary of summaries): nothing to compare with
+            chances.append(1.0 / len(choices))
+            right += int(float(found["value"]) >= 1.0)
+        if not chances:
+            continue
+        p_value = above_chance_p(chances, right)
+        summary[who] = {
+            "n": len(chances),
+            "correct": right,
+            "accuracy": right / len(chances),
+            "chance_accuracy": sum(chances) / len(chances),
+            "p_value": p_value,
+            "above_chance": None if len(chances) < CHANCE_MIN_ROWS else p_value < CHANCE_ALPHA,
+        }
+    return summary or None

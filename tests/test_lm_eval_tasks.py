@@ -250,3 +250,24 @@ def test_pairs_are_encoded_as_lm_eval_encodes_them(context: str, continuation: s
     assert encode_pair(tokenizer, context, continuation) == TemplateLM._encode_pair(
         Causal(), context, continuation
     )
+
+
+def test_a_model_at_chance_is_told_why_and_a_real_one_is_not(
+    pytester: pytest.Pytester, tiny_model: Path
+) -> None:
+    """The chance check: a random tiny model on 24 four-choice rows is not significantly above chance, and
+    the run says so with the likely causes; the real model on the same rows is above it: nothing is said."""
+    convert(pytester.path / "bench", "arc_easy", *ARC)
+    common = ("bench/arc_easy.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly")
+    at_chance = pytester.runpytest(f"--base-model={tiny_model}", *common)
+    assert at_chance.ret in (0, 1)
+    chance = read_results(pytester.path / "results.json")["benchmarks"][0]["chance"]["base"]
+    assert chance["n"] == 24 and chance["chance_accuracy"] == 0.25 and chance["above_chance"] is False
+    at_chance.stdout.fnmatch_lines(
+        ["*NOT ABOVE CHANCE: base * of 24 multiple-choice rows, chance 25.0%*prompt log-probabilities*"]
+    )
+    real = pytester.runpytest(*common)
+    assert real.ret in (0, 1)
+    chance = read_results(pytester.path / "results.json")["benchmarks"][0]["chance"]["base"]
+    assert chance["above_chance"] is True and chance["p_value"] < 1e-6
+    assert "NOT ABOVE CHANCE" not in real.stdout.str()

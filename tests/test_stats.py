@@ -20,6 +20,7 @@ from pytest_llmeval.stats import (
     TARGET_DIFFERENCE,
     PairedComparison,
     PowerAnalysis,
+    above_chance_p,
     cohens_d_pooled,
     cohens_dz,
     compare_paired,
@@ -920,3 +921,26 @@ def test_a_comparison_is_computed_once_per_inputs(monkeypatch: pytest.MonkeyPatc
     assert module.compare_paired([1, 1, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1]).difference != first.difference
     assert module.compare_paired([1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1], seed=1).ci_low is not None
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize(("n", "p", "correct"), [(24, 0.25, 21), (24, 0.25, 6), (100, 0.5, 50), (7, 0.2, 0)])
+def test_above_chance_p_is_the_binomial_tail_when_every_row_has_as_many_choices(
+    n: int, p: float, correct: int
+) -> None:
+    from scipy.stats import binom
+
+    assert above_chance_p([p] * n, correct) == pytest.approx(binom.sf(correct - 1, n, p), rel=1e-9, abs=1e-15)
+
+
+def test_above_chance_p_counts_every_way_to_be_right_with_mixed_choices() -> None:
+    """Against enumerating all 2^n outcomes, rows of two, three and four choices mixed."""
+    import itertools
+
+    chances = [1 / 2, 1 / 3, 1 / 4, 1 / 4, 1 / 2, 1 / 3, 1 / 4]
+    for correct in range(len(chances) + 1):
+        exact = sum(
+            math.prod(p if hit else 1 - p for p, hit in zip(chances, outcome, strict=True))
+            for outcome in itertools.product([0, 1], repeat=len(chances))
+            if sum(outcome) >= correct
+        )
+        assert above_chance_p(chances, correct) == pytest.approx(exact, rel=1e-12, abs=1e-15)

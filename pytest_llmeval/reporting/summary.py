@@ -26,6 +26,7 @@ from pytest_llmeval.formatting import (
 from pytest_llmeval.gates import describe_criteria
 from pytest_llmeval.records import ADAPTER, BASE
 from pytest_llmeval.results import NO_EFFECT
+from pytest_llmeval.summaries import NEAR_CHANCE
 
 
 def _slice_text(entry: Mapping[str, Any], adapter: bool) -> str:
@@ -45,6 +46,16 @@ def _slice_lines(slices: Mapping[str, Any], adapter: bool) -> list[str]:
         f"  slice {key}:{value:<24} {_slice_text(entry, adapter)}"
         for key, values in slices.items()
         for value, entry in values.items()
+    ]
+
+
+def _chance_lines(chance: Mapping[str, Any]) -> list[str]:
+    """A model whose multiple-choice accuracy is not significantly above answering at random."""
+    return [
+        f"  NOT ABOVE CHANCE: {who} {percent(c['accuracy'])} of {c['n']} multiple-choice rows, chance"
+        f" {percent(c['chance_accuracy'])} (p={c['p_value']:.2g}): {NEAR_CHANCE}"
+        for who, c in chance.items()
+        if c.get("above_chance") is False
     ]
 
 
@@ -71,6 +82,7 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
             lines.append(f"  out of domain: {out_of_domain(bench['out_of_domain'])}")
         if bench.get("adapter_effect") == "none":
             lines.append(f"  NO ADAPTER EFFECT: {NO_EFFECT}")
+        lines += _chance_lines(bench.get("chance") or {})
         seq = bench.get("sequential")
         if seq:
             if seq["early"]:
