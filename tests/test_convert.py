@@ -495,3 +495,27 @@ def test_history_is_still_a_command(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "no history at" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["humaneval", "he.jsonl", "--num-fewshot=0"], "--num-fewshot is for lm-eval"),
+        (["mbpp", "m.jsonl", "--data-files=test=x.jsonl"], "--data-files is for lm-eval"),
+        (["humaneval", "a.jsonl", "b.jsonl"], "humaneval converts one FILE"),
+        (["lm-eval", "arc_easy"], "give --out=DIR"),
+        (["lm-eval", "arc_easy", "--out=o", "--chat"], "--chat is for humaneval and mbpp"),
+        (["lm-eval", "arc_easy", "--out=o", "--limit=0"], "--limit must be 1 or more"),
+        (["lm-eval", "arc_easy", "--out=o", "--num-fewshot=-1"], "--num-fewshot must be 0 or more"),
+    ],
+)
+def test_options_of_one_kind_of_conversion_are_refused_for_the_other(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Usage errors, before any file is read or lm-eval imported: exit 2 and the option named."""
+    from pytest_llmeval.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["convert", *argv])
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_llmeval import convert
 from pytest_llmeval.benchmark import DIFFICULTIES
@@ -77,21 +78,26 @@ def _ints(text: str) -> list[int]:
         ) from None
 
 
+def _only_for(parser: argparse.ArgumentParser, owner: str, given: list[tuple[str, Any]]) -> None:
+    """Refuse the first option given (0 counts as given) that is for another kind of conversion."""
+    used = [option for option, value in given if value is not None and value is not False and value != []]
+    if used:
+        parser.error(f"{used[0]} is for {owner}")
+
+
 def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.dataset == LM_EVAL:
         return _convert_lm_eval(parser, args)
-    lm_only = [
-        o
-        for o, v in (
+    _only_for(
+        parser,
+        "lm-eval",
+        [
             ("--out", args.out),
             ("--num-fewshot", args.num_fewshot),
             ("--limit", args.limit),
             ("--data-files", args.data_files),
-        )
-        if v
-    ]
-    if lm_only:
-        parser.error(f"{lm_only[0]} is for lm-eval")
+        ],
+    )
     if len(args.file) != 1:
         parser.error(f"{args.dataset} converts one FILE")
     args.file = Path(args.file[0])
@@ -141,20 +147,18 @@ def _convert_lm_eval(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
     if args.out is None:
         parser.error("lm-eval writes one file per task: give --out=DIR")
-    other = [
-        o
-        for o, v in (
+    _only_for(
+        parser,
+        "humaneval and mbpp",
+        [
             ("-o", args.output),
             ("--samples", args.samples),
             ("--k", args.k),
             ("--temperature", args.temperature),
             ("--timeout", args.timeout),
             ("--chat", args.chat),
-        )
-        if v
-    ]
-    if other:
-        parser.error(f"{other[0]} is for humaneval and mbpp")
+        ],
+    )
     for option, value in (("--num-fewshot", args.num_fewshot), ("--limit", args.limit)):
         if value is not None and value < (0 if option == "--num-fewshot" else 1):
             parser.error(f"{option} must be {'0 or more' if option == '--num-fewshot' else '1 or more'}")
