@@ -271,3 +271,28 @@ def test_a_model_at_chance_is_told_why_and_a_real_one_is_not(
     chance = read_results(pytester.path / "results.json")["benchmarks"][0]["chance"]["base"]
     assert chance["above_chance"] is True and chance["p_value"] < 1e-6
     assert "NOT ABOVE CHANCE" not in real.stdout.str()
+
+
+def test_converted_rows_score_the_same_serially_and_with_xdist(pytester: pytest.Pytester) -> None:
+    """Completion-mode multiple-choice rows under -n 2: every row's pick and lm-eval metrics as serially, its
+    log-likelihoods too up to the float rounding of other batches (as every multiple-choice row's)."""
+    convert(pytester.path / "bench", "arc_easy", *ARC, "--limit=12", "--num-fewshot=2")
+    common = ("bench/arc_easy.jsonl", "-m", "not gate", "--llmeval-no-history", "--llmeval-no-cache")
+    scores = []
+    for workers in ([], ["-n", "2"]):
+        result = pytester.runpytest(*common, *workers, "-p", "no:randomly")
+        assert result.ret in (0, 1), result.stdout.str()
+        rows = read_results(pytester.path / "results.json")["benchmarks"][0]["rows"]
+        scores.append({r["id"]: r["models"]["base"]["score"] for r in rows})
+    serial, parallel = scores
+    assert len(serial) == 12 and serial.keys() == parallel.keys()
+    for row_id, score in serial.items():
+        other = parallel[row_id]
+        assert (score["value"], score["predicted_index"], score["lm_eval"]) == (
+            other["value"],
+            other["predicted_index"],
+            other["lm_eval"],
+        ), row_id
+        assert [c["nll"] for c in score["choices"]] == pytest.approx(
+            [c["nll"] for c in other["choices"]], abs=1e-5
+        )
