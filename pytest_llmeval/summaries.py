@@ -598,10 +598,13 @@ def lm_eval_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
             continue
         figures: dict[str, Any] = {"n": n}
         for metric, found_values in values.items():
-            mean = sum(found_values) / len(found_values)
+            mean = _mean(found_values)
+            if mean is None:  # a metric no row of this model recorded
+                continue
+            count = len(found_values)
+            spread = sum((v - mean) ** 2 for v in found_values) / (count - 1) if count > 1 else 0.0
             figures[metric] = mean
-            spread = sum((v - mean) ** 2 for v in found_values) / (len(found_values) - 1) if n > 1 else 0.0
-            figures[f"{metric}_stderr"] = math.sqrt(spread) / math.sqrt(len(found_values))
+            figures[f"{metric}_stderr"] = math.sqrt(spread / count)
         summary[who] = figures
     return summary
 

@@ -1521,3 +1521,23 @@ def test_write_atomic_writes_two_space_indented_json(tmp_path: Path) -> None:
     target = tmp_path / "results.json"
     write_atomic(target, {"a": [1], "b": "Größe"})
     assert target.read_text(encoding="utf-8") == '{\n  "a": [\n    1\n  ],\n  "b": "Größe"\n}\n'
+
+
+def test_the_lm_eval_block_takes_each_metric_over_the_rows_that_recorded_it() -> None:
+    """lm-eval's mean and mean_stderr per metric, each over its own rows: one row's acc_norm alone has no
+    spread, and no row's metric is left out rather than divided by zero."""
+    from pytest_llmeval.summaries import lm_eval_summary
+
+    origin = {"task": "t", "version": 1.0, "metrics": ["acc", "acc_norm", "exact_match"]}
+
+    def record(per_row: dict[str, float]) -> dict[str, Any]:
+        return {"evaluation_config": {"lm_eval": origin}, "models": {"base": {"score": {"lm_eval": per_row}}}}
+
+    block = lm_eval_summary(
+        [record({"acc": 1.0, "acc_norm": 0.0}), record({"acc": 0.0}), record({"acc": 1.0})]
+    )
+    assert block is not None
+    base = block["base"]
+    assert base["n"] == 3 and base["acc"] == pytest.approx(2 / 3) and base["acc_norm"] == 0.0
+    assert base["acc_stderr"] == pytest.approx(math.sqrt((1 / 3) / 3))  # sample variance 1/3, over n = 3
+    assert base["acc_norm_stderr"] == 0.0 and "exact_match" not in base
