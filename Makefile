@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: setup llama demo test test-fast test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
+.PHONY: setup llama demo test test-fast test-profile lm-eval-logs bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
 
 setup: $(STAMP)
 
@@ -112,6 +112,11 @@ test-profile: $(STAMP)
 	$(BIN)/pytest -q $(SERIAL) -m serial --cov=pytest_llmeval --cov-append --cov-report= \
 	  --junitxml=.profile/serial.xml --fixture-durations=.profile/fixtures.json.serial; \
 	$(BIN)/python tools/test_profile.py .profile --write tests/durations.json | tee .profile/report.txt
+
+# lm-eval's own per-sample logs on the test data (tests/data/lm_eval/), rewritten in tests/data/lm_eval/logs/:
+# a line per case with the seconds lm-eval took, then the total (about 25 minutes on 2 busy cores).
+lm-eval-logs: $(STAMP)
+	$(BIN)/python tools/lm_eval_logs.py
 
 # Hand-made mutants of the seams (xdist scheduler, atomic write, strict sandbox, ...): each must be killed.
 mutants: $(STAMP)
