@@ -278,9 +278,16 @@ def identify(loaded: LoadedModel, index: FileIndex) -> ModelIdentity:
     )
 
 
-def batch_digest(prompts: Sequence[str], limits: Sequence[int]) -> str:
-    """The batch a row was generated in: its prompts and limits, in the order of the generate() call."""
-    return sha256_json([[p, n] for p, n in zip(prompts, limits, strict=True)])
+def batch_digest(
+    prompts: Sequence[str], limits: Sequence[int], stops: Sequence[Sequence[str] | None] | None = None
+) -> str:
+    """The batch a row was generated in: its prompts and limits (and stop strings, where any row has
+    some: a row that ends early leaves the batch, which changes the others' shapes), in the order of the
+    generate() call."""
+    if stops is None or all(s is None for s in stops):
+        return sha256_json([[p, n] for p, n in zip(prompts, limits, strict=True)])
+    listed = [None if s is None else list(s) for s in stops]
+    return sha256_json([[p, n, s] for p, n, s in zip(prompts, limits, listed, strict=True)])
 
 
 def key_material(
@@ -290,16 +297,28 @@ def key_material(
     max_new_tokens: int,
     batch: str | None = None,
     sampled: Sampled | None = None,
+    stop: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """What one output depends on; its sha256 is the entry's key, and the entry keeps it whole. A sampled
-    output (pass@k's n samples) also depends on its temperature and seed; a greedy one's key is as it
-    always was, so stored greedy outputs stay valid."""
+    output (pass@k's n samples) also depends on its temperature and seed, one with stop strings (an lm-eval
+    row's `until`) on them, in order (where it ends, and where it is cut); an output without either is
+    keyed as it always was, so stored outputs stay valid."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     if side == "adapter" and identity.adapter is None:
         raise ValueError("the adapter side needs an identity with an adapter")
     # The base side leaves out what only the adapter changes: a new adapter version reuses base outputs.
     software = {k: v for k, v in identity.software.items() if side == "adapter" or k != "peft"}
+    decoding = (
+        DecodingConfig(max_new_tokens=max_new_tokens).to_json()
+        if sampled is None
+        else {
+            **DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=sampled[0]).to_json(),
+            "seed": sampled[1],
+        }
+    )
+    if stop is not None:
+        decoding["until"] = list(stop)
     return {
         "format": FORMAT,
         "side": side,
@@ -310,12 +329,7 @@ def key_material(
         "device": identity.device,
         "software": software,
         "prompt": prompt,
-        "decoding": DecodingConfig(max_new_tokens=max_new_tokens).to_json()
-        if sampled is None
-        else {
-            **DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=sampled[0]).to_json(),
-            "seed": sampled[1],
-        },
+        "decoding": decoding,
         "batch": batch,
     }
 
@@ -437,18 +451,20 @@ class GenerationCache:
         limits: Sequence[int],
         samplings: Sequence[Sampled | None] | None = None,
         extra: Sequence[Mapping[str, Any]] | None = None,
+        stops: Sequence[Sequence[str] | None] | None = None,
     ) -> Lookup:
         """What one batch finds in the store, and which of its outputs must be made (Lookup.todo).
 
         Batch-invariant identities (float32, a server) make the misses only. Otherwise a row's key includes
         the whole batch, and when any row misses, the whole batch is made again, so that every row comes
         from the batch its key names. `extra`: per output, key material beyond its prompt (a served raw
-        prompt, chat messages)."""
-        batch = None if identity.batch_invariant else batch_digest(prompts, limits)
+        prompt, chat messages). `stops`: per output, its stop strings (None: none)."""
+        batch = None if identity.batch_invariant else batch_digest(prompts, limits, stops)
         each = [None] * len(prompts) if samplings is None else list(samplings)
+        ends = [None] * len(prompts) if stops is None else list(stops)
         materials = [
-            key_material(identity, side, p, n, batch, sampled)
-            for p, n, sampled in zip(prompts, limits, each, strict=True)
+            key_material(identity, side, p, n, batch, sampled, stop)
+            for p, n, sampled, stop in zip(prompts, limits, each, ends, strict=True)
         ]
         if extra is not None:
             materials = [{**m, **more} for m, more in zip(materials, extra, strict=True)]

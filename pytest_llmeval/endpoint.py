@@ -148,6 +148,9 @@ class Request:
     # after a new assistant turn (vLLM's continue_final_message): with prompt_logprobs, the log-likelihood of
     # an answer under the server's own chat template.
     continue_final: bool = False
+    # The strings the server ends the output at (OpenAI's `stop`: the text comes back cut before them);
+    # None or empty: none sent.
+    stop: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -864,6 +867,8 @@ class Endpoint:
 
     async def _send(self, client: AsyncOpenAI, request: Request, send_seed: bool) -> object:
         extra: dict[str, Any] = {"seed": request.seed} if send_seed else {}
+        if request.stop:
+            extra["stop"] = list(request.stop)
         body: dict[str, Any] = {}
         if request.prompt_logprobs is not None:
             body["prompt_logprobs"] = request.prompt_logprobs

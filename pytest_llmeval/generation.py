@@ -257,6 +257,7 @@ def generate(
     strip: bool = True,
     counts: Tokens | None = None,
     adapters: Sequence[str] | None = None,
+    stops: Sequence[Sequence[str] | None] | None = None,
 ) -> list[str]:
     """Greedy completions of `prompts`, in their order, batched by sorted length with left padding.
 
@@ -274,6 +275,9 @@ def generate(
     `adapters`, on a peft model: each prompt's adapter by its peft name (BASE_ADAPTER for the bare base), so
     that one batch holds rows of several columns of the same weights (peft's mixed-adapter batches); None:
     the model as it is set now.
+    `stops`, per prompt: the strings its output ends at (None: EOS and its limit only), as lm-eval's `hf`
+    model ends a generate_until request (StopStrings): the tokenizer's EOS text joins them, the row ends once
+    one of them is in its last tokens decoded, and its text is cut before them (cut_at_stops).
     """
     import torch
 
@@ -286,6 +290,11 @@ def generate(
         raise ValueError("max_new_tokens must be an int or one limit per prompt")
     if adapters is not None and len(adapters) != len(prompts):
         raise ValueError("adapters must name one adapter per prompt")
+    if stops is not None and len(stops) != len(prompts):
+        raise ValueError("stops must give one list of stop strings (or None) per prompt")
+    ends: list[StopStrings | None] = [None] * len(prompts)
+    for i, until in enumerate(stops or ()):
+        ends[i] = None if until is None else StopStrings.of(tokenizer, until)
     encoded: list[list[int]] = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
     eos_ids = _eos_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
@@ -294,6 +303,7 @@ def generate(
     device = next(model.parameters()).device
     outputs: list[str] = [""] * len(prompts)
     generated: list[int] = [0] * len(prompts)
+    stopped: set[int] = set()  # prompts whose output ended at a stop string (not at EOS, nor its limit)
     for rows in token_batches(
         order, [len(e) for e in encoded], limits, batch_size, token_budget, max_padding
     ):
@@ -325,14 +335,78 @@ def generate(
                 if sampling is None
                 else sampling.sampler([sampling.seeds[i] for i in rows], device),
                 adapters=None if adapters is None else [adapters[i] for i in rows],
+                ended=None
+                if all(ends[i] is None for i in rows)
+                else _stop_check(tokenizer, [ends[i] for i in rows], rows, stopped),
             )
         for i, row_tokens in zip(rows, tokens, strict=True):
-            text = tokenizer.decode(row_tokens, skip_special_tokens=True)
-            outputs[i] = str(text).strip() if strip else str(text)
-            generated[i] = len(row_tokens) + (len(row_tokens) < limits[i])  # its EOS was generated too
+            text = str(tokenizer.decode(row_tokens, skip_special_tokens=True))
+            stop = ends[i]
+            if stop is not None:
+                text = cut_at_stops(text, stop.strings)
+            outputs[i] = text.strip() if strip else text
+            # An output that ended at EOS generated it too; one at a stop string or its limit did not.
+            generated[i] = len(row_tokens) + (len(row_tokens) < limits[i] and i not in stopped)
     if counts is not None:
         counts.prompt, counts.generated = [len(e) for e in encoded], generated
     return outputs
+
+
+def cut_at_stops(text: str, stops: Sequence[str]) -> str:
+    """`text` cut before each stop string in turn (the part before its first occurrence kept), as lm-eval
+    cuts a generated text (postprocess_generated_text): in the stops' order, empty ones skipped."""
+    for stop in stops:
+        if stop:
+            text = text.split(stop, 1)[0]
+    return text
+
+
+@dataclass(frozen=True)
+class StopStrings:
+    """One output's stop strings as lm-eval's `hf` model applies them: the request's `until` and the
+    tokenizer's EOS text after them (handle_stop_sequences), each watched in a window of its own token count
+    plus 2 of the newest tokens, decoded with special tokens kept (MultiTokenEOSCriteria: a string the model
+    writes in other tokens than its own encoding is still seen)."""
+
+    strings: tuple[str, ...]
+    windows: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, until: Sequence[str]) -> StopStrings:
+        strings = list(until)
+        eos_id = tokenizer.eos_token_id
+        if eos_id is not None:
+            eos = str(tokenizer.decode([eos_id], skip_special_tokens=False))
+            if eos not in strings:
+                strings.append(eos)
+        windows = [len(tokenizer.encode(s, add_special_tokens=False)) + 2 for s in strings]
+        return cls(tuple(strings), tuple(windows))
+
+    def ended(self, tokenizer: PreTrainedTokenizerBase, tokens: Sequence[int]) -> bool:
+        """Whether the newest tokens hold one of the strings (an empty one is in every text: lm-eval's)."""
+        return any(
+            stop in str(tokenizer.decode(list(tokens[-window:]), skip_special_tokens=False))
+            for stop, window in zip(self.strings, self.windows, strict=True)
+        )
+
+
+def _stop_check(
+    tokenizer: PreTrainedTokenizerBase,
+    ends: Sequence[StopStrings | None],
+    prompts: Sequence[int],
+    stopped: set[int],
+) -> Callable[[int, list[int]], bool]:
+    """_decode's `ended` for one batch: (batch row, its tokens so far) -> it ended at a stop string, which
+    also puts its prompt's index into `stopped`."""
+
+    def ended(row: int, tokens: list[int]) -> bool:
+        stop = ends[row]
+        if stop is None or not stop.ended(tokenizer, tokens):
+            return False
+        stopped.add(prompts[row])
+        return True
+
+    return ended
 
 
 def token_batches(
@@ -415,8 +489,10 @@ def _decode(
     eos_ids: list[int],
     sampler: Callable[[torch.Tensor, list[int]], torch.Tensor] | None = None,
     adapters: list[str] | None = None,
+    ended: Callable[[int, list[int]], bool] | None = None,
 ) -> list[list[int]]:
-    """Greedy decoding with a KV cache; a row leaves the batch as soon as it ends (EOS or its own limit).
+    """Greedy decoding with a KV cache; a row leaves the batch as soon as it ends (EOS, its own limit, or
+    `ended(row, its tokens so far)`: a stop string).
 
     Equivalent to transformers' generate() with do_sample=False and no logits processors (argmax of the
     last position's logits), but finished rows stop costing compute: in a batch where most rows answer in
@@ -465,12 +541,13 @@ def _decode(
     while True:
         last = out.logits[:, -1, :]  # (A, V)
         step = last.argmax(-1) if sampler is None else sampler(last, alive)  # (A,) next token per alive row
-        ended = torch.isin(step, eos)  # (A,)
+        at_eos = torch.isin(step, eos).tolist()  # (A,)
         keep: list[int] = []
         for k, row in enumerate(alive):
-            if not ended[k]:
-                results[row].append(int(step[k]))
-            if not ended[k] and len(results[row]) < limits[row]:
+            if at_eos[k]:
+                continue
+            results[row].append(int(step[k]))
+            if len(results[row]) < limits[row] and (ended is None or not ended(row, results[row])):
                 keep.append(k)
         if not keep:
             return results

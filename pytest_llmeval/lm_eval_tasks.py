@@ -10,9 +10,10 @@ that the JSONL stays the one truth (hashed, versioned, diffable) and scoring nee
 
 What the rows cannot express exactly is refused in one line naming the task and the field, never
 approximated under the task's name. This first part covers `multiple_choice` tasks with one context and one
-gold answer scored by `acc` and `acc_norm` (ARC, HellaSwag, MMLU, PIQA, BoolQ, ...); the other output types
-(`loglikelihood`, `loglikelihood_rolling`, `generate_until`), several gold answers and varying contexts
-(WinoGrande) are refused, saying so.
+gold answer scored by `acc` and `acc_norm` (ARC, HellaSwag, MMLU, PIQA, BoolQ, ...), and `generate_until`
+tasks scored by exact_match after their filters (GSM8K: lm_eval_generate.py); the other output types
+(`loglikelihood`, `loglikelihood_rolling`), several gold answers and varying contexts (WinoGrande) are
+refused, saying so.
 
 No pytest, no torch: lm-eval is imported only when a task is converted.
 """
@@ -25,13 +26,15 @@ import hashlib
 import io
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.benchmark import _ID_RE
 from pytest_llmeval.convert import rows_text
+from pytest_llmeval.lm_eval_generate import generate_rows
+from pytest_llmeval.lm_eval_likelihood import likelihood_rows, rolling_rows
+from pytest_llmeval.lm_eval_requests import LmEvalError, by_document, row_id
 from pytest_llmeval.models import _one_line  # an exception as one line, cut to 300 characters
 
 __all__ = [
@@ -59,11 +62,7 @@ DATA_FORMATS: dict[str, str] = {
     ".arrow": "arrow",
 }
 # The metrics a converted row's scorer computes exactly as lm-eval's process_results does.
-SUPPORTED_METRICS = frozenset({"acc", "acc_norm"})
-
-
-class LmEvalError(Exception):
-    """A task that cannot be converted exactly, or input that cannot be read: one line, nothing written."""
+SUPPORTED_METRICS = frozenset({"acc", "acc_norm", "acc_bytes"})
 
 
 @dataclass(frozen=True)
@@ -116,9 +115,10 @@ def _fingerprint(files: Mapping[str, Path]) -> str:
 
 
 @functools.cache
-def _task_manager(cls: Any) -> Any:
-    """One TaskManager per process: building one indexes lm-eval's ~14,000 task files (seconds)."""
-    return cls()
+def _task_manager(cls: Any, include_path: Path | None = None) -> Any:
+    """One TaskManager per process (and folder of the user's own task files): building one indexes
+    lm-eval's ~14,000 task files (seconds)."""
+    return cls() if include_path is None else cls(include_path=str(include_path))
 
 
 def _lm_eval() -> Any:
@@ -138,66 +138,234 @@ def _lm_eval() -> Any:
     return lm_eval, TaskManager
 
 
+def _kind(entry: Any) -> str:
+    """ "group", "tag" or "task": what an lm-eval index entry names."""
+    kind = str(getattr(entry, "kind", "")).lower()
+    return "group" if kind.endswith("group") else "tag" if kind.endswith("tag") else "task"
+
+
 def _load(names: Sequence[str], data_files: Mapping[str, Path], manager: Any) -> dict[str, Any]:
     """{task name: lm-eval Task}, each loaded as simple_evaluate loads it; with data files, from them."""
     tasks: dict[str, Any] = {}
+    for item in load_for_lm_eval(names, manager, data_files=data_files):
+        tasks.update(_leaves(item))
+    return tasks
+
+
+def load_for_lm_eval(
+    names: Sequence[str],
+    manager: Any,
+    *,
+    data_files: Mapping[str, Path] | None = None,
+    data_dir: Path | None = None,
+) -> list[Any]:
+    """The tasks and groups named, as lm-eval Task and Group objects (what simple_evaluate takes), each
+    task's data from the hub (its dataset_path), from `data_files` (one task) or from `data_dir`, where
+    every task, a group's each, reads DATA_DIR/TASK/SPLIT.EXT (a split per file, named by its stem)."""
+    built = []
     for name in names:
         entry = manager._entry(name)
         if entry is None:
             raise LmEvalError(_unknown(name, manager))
-        spec: str | dict[str, Any] = name
-        is_task = not str(getattr(entry, "kind", "")).lower().endswith(("group", "tag"))
-        config: dict[str, Any] = manager._factory._load_full_config(entry, None) if is_task else {}
-        if is_task:  # refused before its data is read (a download, perhaps)
-            _refuse_output_type(name, config.get("output_type", "generate_until"))
-        if data_files:
-            if str(getattr(entry, "kind", "")).lower().endswith(("group", "tag")):
-                raise LmEvalError(
-                    f"lm-eval task {name}: --data-files is for one task (a group's subtasks each read "
-                    "their own data: convert them one by one)"
-                )
-            # The task's whole config (its YAML, includes resolved) with the data source replaced: a dict
-            # naming a registered task would otherwise be a new task of those fields alone (lm-eval 0.4.13).
-            spec = manager._factory._load_full_config(
-                entry,
-                {
-                    "dataset_path": _data_format(data_files),
-                    "dataset_name": None,
-                    "dataset_kwargs": {"data_files": {s: str(p) for s, p in data_files.items()}},
-                },
+        if data_files and _kind(entry) != "task":
+            raise LmEvalError(
+                f"lm-eval task {name}: --data-files is for one task (a group's subtasks each read their "
+                "own data: give --data-dir=DIR, with DIR/TASK/SPLIT.jsonl for each)"
             )
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                loaded = manager.load([spec])
-        except KeyError as exc:
-            splits = {
-                config.get(k) for k in ("training_split", "validation_split", "test_split", "fewshot_split")
-            }
-            if exc.args and exc.args[0] in splits - {None}:
-                raise LmEvalError(
-                    f"lm-eval task {name}: its data has no split {exc.args[0]!r}"
-                    + (f" (give --data-files={exc.args[0]}=PATH)" if data_files else "")
-                ) from None
-            raise LmEvalError(
-                f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
-            ) from None
-        except (IndexError, TypeError) as exc:
-            raise LmEvalError(
-                f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
-            ) from None
-        except (OSError, ValueError) as exc:
-            if "OfflineModeIsEnabled" in str(exc) or "offline" in type(exc).__name__.lower():
-                raise LmEvalError(
-                    f"lm-eval task {name}: its data needs a download and HF_DATASETS_OFFLINE is set: "
-                    "give it with --data-files=SPLIT=PATH, or run once online to fill the cache"
-                ) from None
-            raise LmEvalError(f"lm-eval task {name}: its data cannot be read: {_one_line(exc)}") from None
-        except Exception as exc:  # datasets' own errors (DatasetNotFoundError, offline): not OSError
-            raise LmEvalError(f"lm-eval task {name}: its data cannot be loaded: {_one_line(exc)}") from None
-        if not loaded["tasks"]:
+        found = _built(name, manager, dict(data_files or {}), data_dir)
+        if not _leaves(found):
             raise LmEvalError(f"lm-eval group {name} has no subtasks")
-        tasks.update(loaded["tasks"])
-    return tasks
+        built.extend(_as_list(found))
+    return built
+
+
+def _leaves(item: Any) -> dict[str, Any]:
+    """{task name: Task} under a Task, a Group (its subgroups' too) or a list of them (a tag's)."""
+    if hasattr(item, "task_name"):
+        return {str(item.task_name): item}
+    found: dict[str, Any] = {}
+    for child in item:
+        found.update(_leaves(child))
+    return found
+
+
+def _built(name: str, manager: Any, data_files: dict[str, Path], data_dir: Path | None) -> Any:
+    """One name as lm-eval builds it: a Task, a Group with its children, or a tag's list of Tasks."""
+    entry = manager._entry(name)
+    if entry is None:
+        raise LmEvalError(_unknown(name, manager))
+    kind = _kind(entry)
+    if kind == "task":  # refused before its data is read (a download, perhaps)
+        config: dict[str, Any] = manager._factory._load_full_config(entry, None)
+        _refuse_output_type(name, config.get("output_type", "generate_until"))
+        if data_dir is not None:
+            data_files = _files_in(data_dir, name)
+        return _task(name, entry, config, data_files, manager)
+    if data_dir is None:  # lm-eval builds it whole, each task from its own dataset
+        for task in _configs_under(name, manager):
+            _refuse_output_type(
+                task,
+                manager._factory._load_full_config(manager._entry(task), None).get(
+                    "output_type", "generate_until"
+                ),
+            )
+        return _guarded(name, bool(data_files), {}, lambda: manager._load_spec(name))
+    if kind == "tag":
+        return [t for child in sorted(entry.tags) for t in _as_list(_built(child, manager, {}, data_dir))]
+    # A group read from a folder: built as lm-eval's factory builds it (GroupConfig -> Group), each child
+    # a task loaded with its own files; a group that sets its tasks' fields cannot be rebuilt exactly.
+    from lm_eval.api.group import Group
+    from lm_eval.config.group import GroupConfig
+    from lm_eval.tasks._factory import GROUP_FIELD_NAMES
+
+    raw = manager._factory._load_full_config(entry, None)
+    extra = sorted(k for k in raw if k not in GROUP_FIELD_NAMES)
+    if extra:
+        raise LmEvalError(
+            f"lm-eval group {name}: sets {extra[0]!r} for its tasks, which --data-dir does not carry"
+        )
+    config_fields = {k: v for k, v in raw.items() if k in GROUP_FIELD_NAMES} | {"group": name}
+    group = Group.from_config(GroupConfig(**config_fields))
+    members = raw.get("task") or []
+    for member in [members] if isinstance(members, str) else members:
+        if not isinstance(member, str):
+            raise LmEvalError(
+                f"lm-eval group {name}: a member defined inline ({member!r}) cannot read --data-dir"
+            )
+        for child in _as_list(_built(member, manager, {}, data_dir)):
+            group.add(child)
+    return group
+
+
+def _as_list(found: Any) -> list[Any]:
+    return found if isinstance(found, list) else [found]
+
+
+def _configs_under(name: str, manager: Any) -> list[str]:
+    """The task names a group or tag reaches through its YAML's members (none built, nothing read)."""
+    entry = manager._entry(name)
+    if entry is None:
+        return []
+    kind = _kind(entry)
+    if kind == "task":
+        return [name]
+    if kind == "tag":
+        return [t for child in sorted(entry.tags) for t in _configs_under(child, manager)]
+    return _members_under(manager._factory._load_full_config(entry, None).get("task") or [], manager)
+
+
+def _members_under(members: Any, manager: Any) -> list[str]:
+    """The task names a group's `task:` list reaches: names, and the members of groups defined inline."""
+    found = []
+    for member in [members] if isinstance(members, str) else members:
+        if isinstance(member, str):
+            found.extend(_configs_under(member, manager))
+        elif (
+            isinstance(member, Mapping) and isinstance(member.get("task"), (list, str)) and "group" in member
+        ):
+            found.extend(_members_under(member["task"], manager))
+        elif isinstance(member, Mapping) and isinstance(member.get("task"), str):
+            found.extend(_configs_under(member["task"], manager) or [member["task"]])
+    return found
+
+
+def _files_in(data_dir: Path, name: str) -> dict[str, Path]:
+    """DATA_DIR/TASK's data files, {split (the file's stem): path}; one line when there are none."""
+    folder = data_dir / name
+    found = (
+        {p.stem: p for p in sorted(folder.iterdir()) if p.is_file() and p.suffix in DATA_FORMATS}
+        if folder.is_dir()
+        else {}
+    )
+    if not found:
+        raise LmEvalError(
+            f"--data-dir={data_dir}: no data for lm-eval task {name} (expected {folder}/SPLIT.jsonl, "
+            "one file per split: parquet, JSON/JSONL, CSV or arrow)"
+        )
+    return found
+
+
+def _task(name: str, entry: Any, config: Mapping[str, Any], files: Mapping[str, Path], manager: Any) -> Any:
+    """One task as simple_evaluate loads it; with data files, its YAML's whole config (includes resolved)
+    with the data source replaced: a dict naming a registered task would otherwise be a new task of those
+    fields alone (lm-eval 0.4.13)."""
+    spec: str | dict[str, Any] = name
+    if files:
+        spec = manager._factory._load_full_config(
+            entry,
+            {
+                "dataset_path": _data_format(files),
+                "dataset_name": None,
+                "dataset_kwargs": {"data_files": {s: str(p) for s, p in files.items()}},
+            },
+        )
+    return _guarded(name, bool(files), config, lambda: manager.load([spec])["tasks"][name])
+
+
+def _guarded(name: str, local: bool, config: Mapping[str, Any], load: Callable[[], Any]) -> Any:
+    """lm-eval's and datasets' errors while loading a task's data, as one line naming the task."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return load()
+    except KeyError as exc:
+        splits = {
+            config.get(k) for k in ("training_split", "validation_split", "test_split", "fewshot_split")
+        }
+        if exc.args and exc.args[0] in splits - {None}:
+            raise LmEvalError(
+                f"lm-eval task {name}: its data has no split {exc.args[0]!r}"
+                + (f" (give --data-files={exc.args[0]}=PATH)" if local else "")
+            ) from None
+        raise LmEvalError(
+            f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
+        ) from None
+    except (IndexError, TypeError) as exc:
+        raise LmEvalError(
+            f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        if "OfflineModeIsEnabled" in str(exc) or "offline" in type(exc).__name__.lower():
+            raise LmEvalError(
+                f"lm-eval task {name}: its data needs a download and HF_DATASETS_OFFLINE is set: "
+                "give it with --data-files=SPLIT=PATH or --data-dir=DIR, or run once online to fill the cache"
+            ) from None
+        raise LmEvalError(f"lm-eval task {name}: its data cannot be read: {_one_line(exc)}") from None
+    except LmEvalError:
+        raise
+    except Exception as exc:  # datasets' own errors (DatasetNotFoundError, offline): not OSError
+        raise LmEvalError(f"lm-eval task {name}: its data cannot be loaded: {_one_line(exc)}") from None
+
+
+def group_chains(built: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
+    """{task name: the groups it is in, innermost first}, each as a row records it: the group's name,
+    version, how lm-eval aggregates it (metric, weight_by_size) and every task under it (so that a run of
+    some of them is seen to be partial)."""
+    chains: dict[str, list[dict[str, Any]]] = {}
+
+    def walk(item: Any, outer: list[dict[str, Any]]) -> None:
+        if hasattr(item, "task_name"):
+            chains.setdefault(str(item.task_name), list(reversed(outer)))
+            return
+        if isinstance(item, list):
+            for child in item:
+                walk(child, outer)
+            return
+        here = {
+            "group": str(item.name),
+            "version": None if item.version == "N/A" else item.version,
+            "aggregate": [
+                {"metric": str(m.metric), "weight_by_size": bool(m.weight_by_size)}
+                for m in item.aggregate_metric_list or []
+                if (m.filter_list is None or list(m.filter_list) == ["none"])
+            ],
+            "tasks": sorted(str(t.task_name) for t in item.get_all_tasks()),
+        }
+        for child in item:
+            walk(child, [*outer, here])
+
+    for item in built:
+        walk(item, [])
+    return chains
 
 
 def _unknown(name: str, manager: Any) -> str:
@@ -210,31 +378,55 @@ def _unknown(name: str, manager: Any) -> str:
 
 
 def _refuse_output_type(name: str, output_type: Any) -> None:
-    if output_type != "multiple_choice":
-        raise LmEvalError(
-            f"lm-eval task {name}: output_type {output_type!r} is not converted yet (multiple_choice only)"
-        )
+    if output_type not in CONVERTED_OUTPUT_TYPES:
+        known = ", ".join(CONVERTED_OUTPUT_TYPES)
+        raise LmEvalError(f"lm-eval task {name}: output_type {output_type!r} is not converted yet ({known})")
 
 
 def _refuse_unsupported(name: str, task: Any) -> None:
     """One line naming the task and the field it uses that a row cannot reproduce exactly."""
     config = task.config
     _refuse_output_type(name, config.output_type)
-    if getattr(task, "multiple_input", False):
-        raise LmEvalError(f"lm-eval task {name}: doc_to_choice varies the context (multiple_input)")
-    if getattr(task, "multiple_target", False):
-        raise LmEvalError(f"lm-eval task {name}: doc_to_target gives several gold answers (multiple_target)")
-    if config.process_results is not None:
+    if config.output_type != "multiple_choice":
+        return  # each other output type's builder refuses what it cannot reproduce (ROW_BUILDERS)
+    metrics = [m["metric"] for m in (config.metric_list or [])]
+    if config.process_results is not None and _known_results(config.process_results) is None:
         raise LmEvalError(f"lm-eval task {name}: process_results is the task's own Python function")
     if (config.repeats or 1) != 1:
         raise LmEvalError(f"lm-eval task {name}: repeats {config.repeats} (one answer per request only)")
-    metrics = [m["metric"] for m in (config.metric_list or [])]
     other = [m for m in metrics if not isinstance(m, str) or m not in SUPPORTED_METRICS]
     if other:
-        raise LmEvalError(f"lm-eval task {name}: metric_list has {other[0]!r} (acc and acc_norm only)")
+        known = ", ".join(sorted(SUPPORTED_METRICS))
+        raise LmEvalError(f"lm-eval task {name}: metric_list has {other[0]!r} ({known} only)")
+    if getattr(task, "multiple_input", False) and set(metrics) - {"acc"}:
+        # lm-eval divides by the lengths of doc_to_choice's texts, which a row's choices are not
+        raise LmEvalError(
+            f"lm-eval task {name}: metric_list has {sorted(set(metrics) - {'acc'})[0]!r} with "
+            "multiple_input (acc only)"
+        )
+    if config.process_results is not None and metrics != ["acc"]:
+        raise LmEvalError(
+            f"lm-eval task {name}: metric_list has {metrics!r} with its process_results (acc only)"
+        )
     filters = config.filter_list
     if filters:
         raise LmEvalError(f"lm-eval task {name}: filter_list is not converted for multiple_choice")
+
+
+# The process_results functions of lm-eval's own tasks that a row reproduces exactly: (the folder of the
+# task's utils.py, the function's name) -> what the row does instead of lm-eval's default multiple_choice
+# results. TruthfulQA MC2: the true answers' share of the probability (the choices' `gold_mass`).
+KNOWN_PROCESS_RESULTS: dict[tuple[str, str], str] = {("truthfulqa", "process_results_mc2"): "gold_mass"}
+
+
+def _known_results(function: Any) -> str | None:
+    import inspect
+
+    try:
+        folder = Path(inspect.getfile(function)).parent.name
+    except TypeError:
+        return None
+    return KNOWN_PROCESS_RESULTS.get((folder, str(getattr(function, "__name__", ""))))
 
 
 def _version(task: Any) -> Any:
@@ -242,65 +434,91 @@ def _version(task: Any) -> Any:
     return metadata.get("version") if isinstance(metadata, Mapping) else None
 
 
-def _rows(name: str, task: Any, *, fingerprint: str | None, lm_eval_version: str) -> list[dict[str, Any]]:
-    """One multiple_choice row per document, from the requests lm-eval built for it."""
-    by_doc: dict[int, list[Any]] = {}
-    for instance in task.instances:
-        by_doc.setdefault(int(instance.doc_id), []).append(instance)
+def origin(name: str, task: Any, *, fingerprint: str | None, lm_eval_version: str) -> dict[str, Any]:
+    """The lm_eval block every row of the task carries (each adds its doc_id): the task, its version, the
+    lm-eval version, shots, seed, the data's sha256, and its metrics, each with the aggregation lm-eval
+    gives it (summaries.lm_eval_summary reports them so) and whether higher is better."""
+    from lm_eval.api.registry import AGGREGATION_REGISTRY
+
+    names = {fn: key for key, fn in AGGREGATION_REGISTRY.items()}
+    metrics = [str(m["metric"]) for m in (task.config.metric_list or [])] or ["acc"]
+    aggregations = task.aggregation()
+    higher = task.higher_is_better()
+    return {
+        "task": name,
+        "version": _version(task),
+        "lm_eval_version": lm_eval_version,
+        "num_fewshot": int(task.config.num_fewshot or 0),
+        "fewshot_seed": FEWSHOT_SEED,
+        "metrics": metrics,
+        "aggregation": {m: names.get(aggregations.get(m), "mean") for m in metrics},
+        "higher_is_better": {m: bool(higher.get(m, True)) for m in metrics},
+        "data_sha256": fingerprint,
+    }
+
+
+def _choice_rows(name: str, task: Any, block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One multiple_choice row per document, from the requests lm-eval built for it: its choices after one
+    context, or (multiple_input: WinoGrande) each choice completing the context, one continuation after
+    them all; one right choice, several (multiple_target), or TruthfulQA MC2's true answers' share."""
     delimiter = str(task.config.target_delimiter)
-    metrics = [m["metric"] for m in (task.config.metric_list or [])] or ["acc"]
+    metrics = list(block["metrics"])
+    in_context = bool(getattr(task, "multiple_input", False))
+    results = None if task.config.process_results is None else _known_results(task.config.process_results)
     rows = []
-    for doc_id in sorted(by_doc):
-        instances = sorted(by_doc[doc_id], key=lambda i: i.idx)
+    for doc_id, instances in by_document(task):
         doc = instances[0].doc
-        contexts = {i.arguments[0] for i in instances}
         where = f"lm-eval task {name}, document {doc_id}"
-        if len(contexts) != 1:
-            raise LmEvalError(f"{where}: its choices have different contexts")
-        context = contexts.pop()
         try:
             choices = [str(c) for c in task.doc_to_choice(doc)]
-            gold = task.doc_to_target(doc)
+            gold = task.doc_to_text(doc) if in_context else task.doc_to_target(doc)
+            target = str(task.doc_to_target(doc)) if in_context else None
+            if results == "gold_mass":  # process_results_mc2 reads the labels from the document itself
+                gold = [i for i, label in enumerate(doc["mc2_targets"]["labels"]) if label == 1]
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise LmEvalError(f"{where}: lacks what the task reads: {_one_line(exc)}") from None
-        continuations = [i.arguments[1] for i in instances]
-        if continuations != [delimiter + c for c in choices]:
-            raise LmEvalError(f"{where}: its requests are not target_delimiter + each choice")
-        if isinstance(gold, str):
-            gold = choices.index(gold) if gold in choices else -1
-        if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
-            raise LmEvalError(f"{where}: doc_to_target gives {gold!r}, not one of its {len(choices)} choices")
+        contexts = [str(i.arguments[0]) for i in instances]
+        continuations = [str(i.arguments[1]) for i in instances]
+        extra: dict[str, Any] = {}
+        if in_context:
+            # Each request's context is the same few-shot text and sentence start, then a choice: the
+            # row's input is what they share, its choices what follows, its continuation the rest.
+            context = _shared_prefix(contexts)
+            choices = [c[len(context) :] for c in contexts]
+            if continuations != [delimiter + str(target)] * len(contexts) or not all(choices):
+                raise LmEvalError(f"{where}: its requests are not each choice's context + one continuation")
+            extra = {"choices_in_context": True, "continuation": str(target)}
+        else:
+            if len(set(contexts)) != 1:
+                raise LmEvalError(f"{where}: its choices have different contexts")
+            context = contexts[0]
+            if continuations != [delimiter + c for c in choices]:
+                raise LmEvalError(f"{where}: its requests are not target_delimiter + each choice")
+        golds = _gold_positions(gold, choices, where)
         if len(set(choices)) != len(choices) or not all(c.strip() for c in choices):
             raise LmEvalError(f"{where}: its choices repeat or are empty: {choices!r}")
         if not context:
             raise LmEvalError(f"{where}: its context is empty")
-        row_id = f"{name}-{doc_id}"
-        if not _ID_RE.match(row_id):
-            raise LmEvalError(f"lm-eval task {name}: makes the row id {row_id!r}, which a benchmark refuses")
+        answer: dict[str, Any] = (
+            {"answer_index": golds[0]} if len(golds) == 1 and results is None else {"answer_indices": golds}
+        )
         rows.append(
             {
-                "id": row_id,
+                "id": row_id(name, doc_id),
                 # Every row needs one; a completion row's is not sent: it says what the row asks.
                 "instruction": f"lm-eval task {name}: the choice most likely to follow the input.",
                 "input": context,
-                "expected_output": choices[gold],
+                "expected_output": choices[golds[0]],
                 "evaluation_type": "multiple_choice",
                 "evaluation_config": {
                     "choices": choices,
-                    "answer_index": gold,
+                    **answer,
+                    **({"gold_mass": True} if results == "gold_mass" else {}),
                     "prompt_mode": "completion",
                     "target_delimiter": delimiter,
+                    **extra,
                     "normalize": "char" if metrics[0] == "acc_norm" else "sum",
-                    "lm_eval": {
-                        "task": name,
-                        "version": _version(task),
-                        "lm_eval_version": lm_eval_version,
-                        "num_fewshot": int(task.config.num_fewshot or 0),
-                        "fewshot_seed": FEWSHOT_SEED,
-                        "doc_id": doc_id,
-                        "metrics": metrics,
-                        "data_sha256": fingerprint,
-                    },
+                    "lm_eval": {**block, "doc_id": doc_id},
                 },
                 # Every row needs one; lm-eval's tasks grade none (the converter's, like HumanEval's).
                 "difficulty": "medium",
@@ -309,22 +527,54 @@ def _rows(name: str, task: Any, *, fingerprint: str | None, lm_eval_version: str
     return rows
 
 
+def _shared_prefix(texts: Sequence[str]) -> str:
+    """The longest text every one of them starts with (character by character: these are not paths)."""
+    first = texts[0]
+    end = len(first)
+    for text in texts[1:]:
+        end = min(end, len(text))
+        end = next((i for i in range(end) if text[i] != first[i]), end)
+    return first[:end]
+
+
+def _gold_positions(gold: Any, choices: Sequence[str], where: str) -> list[int]:
+    """The right choices' positions from doc_to_target (an index, a choice's text, or a list of them)."""
+    found = []
+    for one in gold if isinstance(gold, list) else [gold]:
+        if isinstance(one, str):
+            one = choices.index(one) if one in choices else -1
+        if isinstance(one, bool) or not isinstance(one, int) or not 0 <= one < len(choices):
+            raise LmEvalError(f"{where}: doc_to_target gives {gold!r}, not one of its {len(choices)} choices")
+        found.append(one)
+    if not found or len(set(found)) != len(found):
+        raise LmEvalError(f"{where}: doc_to_target gives {gold!r}: no right choice, or one twice")
+    return found
+
+
 def convert_tasks(
     names: Sequence[str],
     *,
     num_fewshot: int | None = None,
     limit: int | None = None,
     data_files: Mapping[str, Path] | None = None,
+    data_dir: Path | None = None,
+    group_file: bool = False,
+    include_path: Path | None = None,
 ) -> list[TaskRows]:
-    """Every task's rows (a group's subtasks each their own), built by lm-eval as simple_evaluate builds
-    them; LmEvalError before anything is returned if any task cannot be converted exactly."""
+    """Every task's rows (a group's subtasks each their own file; with group_file, a group's in one file
+    named after it, so that one gate decides on the whole group), built by lm-eval as simple_evaluate
+    builds them; LmEvalError before anything is returned if any task cannot be converted exactly."""
     lm_eval, task_manager = _lm_eval()
     import numpy as np
 
-    files = dict(data_files or {})
-    fingerprint = _fingerprint(files) if files else None
     version = str(getattr(lm_eval, "__version__", "unknown"))
-    tasks = _load(names, files, _task_manager(task_manager))
+    manager = _task_manager(task_manager, include_path)
+    requested = {
+        name: load_for_lm_eval([name], manager, data_files=data_files, data_dir=data_dir) for name in names
+    }
+    built = [item for items in requested.values() for item in items]
+    tasks = _leaves(built)
+    groups = group_chains(built)
     out = []
     for name, task in sorted(tasks.items()):
         _refuse_unsupported(name, task)
@@ -349,11 +599,39 @@ def convert_tasks(
             raise LmEvalError(
                 f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
             ) from None
-        rows = _rows(name, task, fingerprint=fingerprint, lm_eval_version=version)
+        files = _files_in(data_dir, name) if data_dir is not None else dict(data_files or {})
+        block = origin(
+            name, task, fingerprint=_fingerprint(files) if files else None, lm_eval_version=version
+        )
+        if groups.get(name):
+            block["groups"] = groups[name]
+        rows = ROW_BUILDERS[str(task.config.output_type)](name, task, block)
         if not rows:
             raise LmEvalError(f"lm-eval task {name}: its data has no documents")
         out.append(TaskRows(task=name, rows=rows, file_name=f"{name}.jsonl"))
-    return out
+    if not group_file:
+        return out
+    converted = {t.task: t for t in out}
+    joined = []
+    for name, items in requested.items():
+        members = sorted(_leaves(items))
+        if members == [name]:
+            joined.append(converted[name])
+        else:  # the group's tasks' rows, task by task: ids stay TASK-DOC, each row's lm_eval block its own
+            rows = [row for member in members for row in converted[member].rows]
+            joined.append(TaskRows(task=name, rows=rows, file_name=f"{name}.jsonl"))
+    return joined
+
+
+# Each converted output type's rows: (task name, lm-eval Task with its requests built, the lm_eval block) ->
+# rows, refusing (LmEvalError) what a row cannot reproduce exactly.
+ROW_BUILDERS: dict[str, Callable[[str, Any, Mapping[str, Any]], list[dict[str, Any]]]] = {
+    "multiple_choice": _choice_rows,
+    "generate_until": generate_rows,  # lm_eval_generate.py
+    "loglikelihood": likelihood_rows,  # lm_eval_likelihood.py
+    "loglikelihood_rolling": rolling_rows,
+}
+CONVERTED_OUTPUT_TYPES = tuple(ROW_BUILDERS)
 
 
 def write_tasks(converted: Iterable[TaskRows], out: Path) -> list[Path]:

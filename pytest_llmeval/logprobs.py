@@ -325,6 +325,20 @@ def prompt_ids(prompt_logprobs: Sequence[Any] | None, echoed: Echoed) -> tuple[i
     return listed.ids
 
 
+def continuation_greedy(echoed: Echoed, boundary: int) -> bool | None:
+    """Whether every token from character `boundary` on is the server's most likely one at its place (its
+    log-probability at least that of every alternative it listed); None where it listed none. The tokens'
+    positions are continuation_nll's (call it first: it refuses what cannot be told apart)."""
+    greedy = True
+    for start, logprob, top in zip(echoed.starts, echoed.logprobs, echoed.top, strict=True):
+        if start is None or start < boundary:
+            continue
+        if top is None or not top or logprob is None:
+            return None
+        greedy = greedy and logprob >= max(float(v) for v in top.values())
+    return greedy
+
+
 def continuation_nll(echoed: Echoed, boundary: int) -> tuple[float, int]:
     """(NLL in nats, tokens) of the text from character `boundary` of the prompt to its end: the summed
     negative log-probabilities of the tokens starting there or later. EchoError: a token straddles the

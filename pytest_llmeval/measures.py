@@ -72,6 +72,63 @@ def text_perplexities(
     return _by_column(loaded, columns, measure)
 
 
+# lm-eval's model window when neither the config nor the tokenizer names one (HFLM._DEFAULT_MAX_LENGTH).
+ROLLING_DEFAULT_LENGTH = 2048
+
+
+def rolling_perplexities(loaded: LoadedModel, texts: Sequence[str], *, columns: Sequence[str]) -> Columns:
+    """Per text, as lm-eval's loglikelihood_rolling scores it (perplexity.rolling_windows): every token once,
+    the first after the model's BOS (else EOS) token, in disjoint windows of the model's whole context;
+    the keys text_perplexities gives, so that the corpus figures read both alike."""
+    import math
+
+    from pytest_llmeval.generation import context_length
+    from pytest_llmeval.perplexity import continuation_nll, rolling_windows
+
+    tok = loaded.tokenizer
+    prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    if prefix is None:
+        raise ValueError("rolling windows need a BOS or EOS token to score a text's first token after")
+    length = context_length(loaded.config, tok) or ROLLING_DEFAULT_LENGTH
+    windows: list[list[tuple[list[int], list[int]]]] = []
+    for index, text in enumerate(texts):
+        found = rolling_windows(tok(text, add_special_tokens=False)["input_ids"], int(prefix), length)
+        if not found:
+            raise ValueError(f"text {index} is empty: it has no token to score")
+        windows.append(found)
+    pairs = [pair for own in windows for pair in own]
+    shown = tok.convert_ids_to_tokens(int(prefix))
+
+    def measure() -> list[dict[str, Any]]:
+        nll = continuation_nll(loaded.model, tok, pairs)
+        out = []
+        start = 0
+        for text, own in zip(texts, windows, strict=True):
+            total = sum(nll[start : start + len(own)])  # in window order, as lm-eval adds them
+            start += len(own)
+            tokens = sum(len(cont) for _, cont in own)
+            size = len(text.encode("utf-8"))
+            out.append(
+                {
+                    "perplexity": math.exp(total / tokens),
+                    "cross_entropy": total / tokens,
+                    "nll": total,
+                    "n_tokens": tokens,
+                    "n_chars": len(text),
+                    "n_bytes": size,
+                    "bits_per_character": total / math.log(2) / len(text),
+                    "bits_per_byte": total / math.log(2) / size,
+                    "scripts": None,
+                    "max_length": length,
+                    "stride": length,
+                    "first_token": f"scored after {shown} (lm-eval's rolling windows)",
+                }
+            )
+        return out
+
+    return _by_column(loaded, columns, measure)
+
+
 def choice_likelihoods(
     loaded: LoadedModel,
     cases: Sequence[Case],
@@ -83,46 +140,56 @@ def choice_likelihoods(
 
     `prompts`: each row's prompt when it is not the one build_prompt makes (cut to fit the context)."""
     from pytest_llmeval.generation import build_prompt, raw_prompt
-    from pytest_llmeval.perplexity import continuation_nll, encode_pair
-    from pytest_llmeval.scorers.multiple_choice import completion_mode, continuation, expected_index
+    from pytest_llmeval.perplexity import continuation_scores, encode_pair
+    from pytest_llmeval.planning import completion_mode
+    from pytest_llmeval.scorers import SCORERS
 
     tok = loaded.tokenizer
     pairs: list[tuple[list[int], list[int]]] = []
     starts: list[int] = []  # each row's first pair
+    options: list[list[str]] = []  # each row's options: its scorer's (a choice each, or a continuation)
     for index, case in enumerate(cases):
         config = case.evaluation_config
+        spec = SCORERS[case.evaluation_type]
+        assert spec.options is not None and spec.pair is not None, case.evaluation_type
         starts.append(len(pairs))
-        if completion_mode(config):
-            # lm-eval's pairs: the raw context, then delimiter + choice, split where the context's own
-            # tokens end (encode_pair), so that a converted task scores as lm-eval scores it.
+        options.append(spec.options(case.expected_output, config))
+        if completion_mode(case):
+            # lm-eval's pairs: the raw context, then delimiter + choice (or, a choice in the context, the
+            # row's continuation), split where the context's own tokens end (encode_pair), so that a
+            # converted task scores as lm-eval scores it.
             prompt = raw_prompt(tok, case.input) if prompts is None else prompts[index]
-            for choice in config["choices"]:
-                pairs.append(encode_pair(tok, prompt, continuation(config, choice)))
+            for option in options[-1]:
+                pairs.append(encode_pair(tok, *spec.pair(config, prompt, option)))
             continue
-        # The prompt as generation sees it; a choice is what the assistant would answer.
+        # The prompt as generation sees it; an option is what the assistant would answer.
         prompt = build_prompt(tok, case.instruction, case.input) if prompts is None else prompts[index]
         context: list[int] = tok(prompt, add_special_tokens=False)["input_ids"]
-        for choice in config["choices"]:
-            pairs.append((context, tok(choice, add_special_tokens=False)["input_ids"]))
+        for option in options[-1]:
+            pairs.append((context, tok(option, add_special_tokens=False)["input_ids"]))
 
     def measure() -> list[dict[str, Any]]:
-        nll = continuation_nll(loaded.model, tok, pairs)
+        scored = continuation_scores(loaded.model, tok, pairs)
         out = []
-        for case, start in zip(cases, starts, strict=True):
+        for case, start, own in zip(cases, starts, options, strict=True):
             choices = [
                 {
                     "text": text,
-                    "nll": nll[start + i],
+                    "nll": scored[start + i][0],
                     "n_tokens": len(pairs[start + i][1]),
                     "n_chars": len(text),
+                    "greedy": scored[start + i][1],
                 }
-                for i, text in enumerate(case.evaluation_config["choices"])
+                for i, text in enumerate(own)
             ]
+            expected = SCORERS[case.evaluation_type].expected_option
             out.append(
-                {
-                    "choices": choices,
-                    "expected_index": expected_index(case.expected_output, case.evaluation_config),
-                }
+                {"choices": choices}
+                | (
+                    {}
+                    if expected is None
+                    else {"expected_index": expected(case.expected_output, case.evaluation_config)}
+                )
             )
         return out
 

@@ -416,6 +416,30 @@ def encode_pair(
     return head, whole[len(head) :]
 
 
+def rolling_windows(
+    tokens: Sequence[int], prefix_token: int, max_length: int
+) -> list[tuple[list[int], list[int]]]:
+    """(context, continuation) token pairs that score every token of a text once, as lm-eval's
+    loglikelihood_rolling does (get_rolling_token_windows with context_len 1, then make_disjoint_window):
+    the first window predicts up to `max_length` tokens after `prefix_token` (the model's BOS, else its EOS),
+    each later one the next `max_length` after the one token before them, which the model reads with the
+    `max_length - 1` before that (continuation_scores cuts a context to the window)."""
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    ids = list(tokens)
+    if not ids:
+        return []
+    first = min(max_length, len(ids))
+    windows = [([int(prefix_token)], ids[:first])]
+    done = first
+    while done < len(ids):
+        end = min(len(ids), done + max_length)
+        # The whole window before `done` is context; the model reads what fits (continuation_scores).
+        windows.append((ids[max(0, end - max_length - 1) : done], ids[done:end]))
+        done = end
+    return windows
+
+
 def continuation_nll(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -423,7 +447,21 @@ def continuation_nll(
     *,
     batch_size: int | None = None,
 ) -> list[float]:
-    """Summed NLL (nats, float64) of each continuation's tokens given its context, per pair.
+    """Summed NLL (nats, float64) of each continuation's tokens given its context, per pair
+    (continuation_scores, without whether each is the greedy continuation)."""
+    return [nll for nll, _ in continuation_scores(model, tokenizer, pairs, batch_size=batch_size)]
+
+
+def continuation_scores(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    batch_size: int | None = None,
+) -> list[tuple[float, bool]]:
+    """Per pair: the summed NLL (nats, float64) of the continuation's tokens given its context, and whether
+    every one of them is the model's most likely next token (greedy decoding would write it: lm-eval's
+    `is_greedy`, the argmax of the logits, the first of equals).
 
     The log-likelihood of multiple-choice answers, with every context token computed once: pairs with the
     same context (a row's choices) share one pass over it through a KV cache, and the contexts of a batch
@@ -431,7 +469,9 @@ def continuation_nll(
     generation does. Per batch: the prefix (1 row), the contexts' own tokens (one row per context, left-padded
     after the prefix so each ends at the last position, whose logits give every choice's first token), then
     each choice's remaining tokens (one row per choice, on a copy of its context's cache). A context longer
-    than the model's window loses its oldest tokens (the continuation is always scored whole).
+    than the model's window loses its oldest tokens, as lm-eval cuts it: the model reads at most its window
+    of the context and the continuation but its last token, which is only predicted (the continuation is
+    always scored whole).
 
     batch_size: choices per batch (a context's choices are never split); by default batches hold about
     TOKEN_BUDGET new positions per forward pass.
@@ -443,21 +483,22 @@ def continuation_nll(
         if not context or not continuation:
             raise ValueError(f"pair {index}: context and continuation must both have tokens")
         ctx = list(context)
-        if isinstance(limit, int) and len(ctx) + len(continuation) > limit:
-            if len(continuation) >= limit:
+        # The last continuation token is never read: the model sees len(ctx) + len(continuation) - 1.
+        if isinstance(limit, int) and len(ctx) + len(continuation) - 1 > limit:
+            if len(continuation) > limit:
                 raise ValueError(
                     f"pair {index}: a {len(continuation)}-token continuation exceeds the context"
                 )
-            ctx = ctx[len(ctx) + len(continuation) - limit :]
+            ctx = ctx[len(ctx) + len(continuation) - 1 - limit :]
         contexts.setdefault(tuple(ctx), []).append(index)
         continuations.append(list(continuation))
     device = next(model.parameters()).device
     budget = TOKEN_BUDGET.get(device.type, TOKEN_BUDGET["cuda"])
-    result = [0.0] * len(pairs)
+    result: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
     prefix: dict[tuple[int, ...], Any] = {}  # the last batch's shared prefix and its KV cache (one row)
     for batch in _context_batches(contexts, continuations, batch_size=batch_size, budget=budget):
-        for index, nll in _score_shared(model, tokenizer, batch, continuations, prefix).items():
-            result[index] = nll
+        for index, scored in _score_shared(model, tokenizer, batch, continuations, prefix).items():
+            result[index] = scored
     return result
 
 
@@ -527,8 +568,9 @@ def _score_shared(
     batch: Sequence[tuple[tuple[int, ...], list[int]]],
     continuations: Sequence[Sequence[int]],
     prefix: dict[tuple[int, ...], Any],
-) -> dict[int, float]:
-    """NLL of every pair of one batch of contexts (continuation_nll), by pair index.
+) -> dict[int, tuple[float, bool]]:
+    """NLL of every pair of one batch of contexts, and whether it is greedy (continuation_scores), by pair
+    index.
 
     `prefix` carries the shared prefix's KV cache from one batch to the next: batches of one group of rows
     start with the same tokens, which are then computed once for all of them.
@@ -557,6 +599,7 @@ def _score_shared(
         mask[r, shared + own - tail :] = 1
     ids, mask = ids.to(device), mask.to(device)
     result: dict[int, float] = {}
+    greedy: dict[int, bool] = {}
     with torch.inference_mode(), warnings.catch_warnings():
         # peft asks transformers a deprecated question on every forward; users cannot act on it.
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
@@ -589,14 +632,16 @@ def _score_shared(
             raise RuntimeError(f"{type(model).__name__} did not fill the KV cache; cannot share contexts")
         # Each context's last position predicts the first token of each of its choices.
         first = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1).double()  # (R, V)
+        top = out.logits[:, -1, :].argmax(dim=-1)  # (R,): the greedy next token after each context
         longer: list[tuple[int, int]] = []  # (context row, pair) of choices with more than one token
         for r, (_, members) in enumerate(batch):
             for index in members:
                 result[index] = -float(first[r, continuations[index][0]])
+                greedy[index] = int(top[r]) == continuations[index][0]
                 if len(continuations[index]) > 1:
                     longer.append((r, index))
         if not longer:
-            return result
+            return {i: (result[i], greedy[i]) for i in result}
         # The rest of each choice, one row per choice on a copy of its context's cache (rows repeat).
         select = torch.tensor([r for r, _ in longer], device=device)
         cache.batch_select_indices(select)  # (R, ...) -> (N, ...)
@@ -622,7 +667,8 @@ def _score_shared(
                 predicting, targets, reduction="none"
             ).double()  # (K - 1,)
             result[index] += float(nll.sum())
-    return result
+            greedy[index] = greedy[index] and bool((predicting.argmax(dim=-1) == targets).all())
+    return {i: (result[i], greedy[i]) for i in result}
 
 
 def plan_batches(windows: Sequence[Window], *, batch_size: int | None, device_type: str) -> list[list[int]]:

@@ -70,12 +70,20 @@ def chunk_keys(nodeids: Sequence[str], size: int, is_row: Callable[[str], bool])
 
 def completion_mode(case: Case) -> bool:
     """A completion-style row: its input is sent raw for the model to continue (no chat template), or (a
-    multiple-choice row converted from lm-eval) to be followed by each choice."""
-    from pytest_llmeval.scorers import code_execution, multiple_choice
+    multiple-choice row converted from lm-eval) to be followed by each choice (its scorer's `completion`)."""
+    from pytest_llmeval.scorers import SCORERS
 
-    if case.evaluation_type == "multiple_choice":
-        return multiple_choice.completion_mode(case.evaluation_config)
-    return case.evaluation_type == "code_execution" and code_execution.completion_mode(case.evaluation_config)
+    completion = SCORERS[case.evaluation_type].completion
+    return completion is not None and completion(case.evaluation_config)
+
+
+def stop_of(case: Case) -> tuple[str, ...] | None:
+    """The strings a row's output ends at and is cut before (its scorer's `stop`); None: EOS and its
+    max_new_tokens only."""
+    from pytest_llmeval.scorers import SCORERS
+
+    stop = SCORERS[case.evaluation_type].stop
+    return None if stop is None else stop(case.evaluation_config)
 
 
 def sampling_of(case: Case) -> tuple[int, float | None]:

@@ -47,6 +47,7 @@ from pytest_llmeval.summaries import (
     composite_summary,
     corpus_scores,
     fluency_summary,
+    lm_eval_groups,
     lm_eval_summary,
     metrics_summary,
     out_of_domain_figure,
@@ -633,6 +634,9 @@ def _build(
         "embedding_model": meta.get("embedding_model") if _embedded(ordered) else None,
         # Over every row of the run: the QA document scores one model with several metrics at once.
         "composite": composite_summary(ordered, weights),
+        # lm-eval's groups (MMLU's subjects, say) over their converted tasks' benchmarks, as lm-eval
+        # aggregates them; None when no converted task is in a group.
+        "lm_eval_groups": lm_eval_groups([b.get("lm_eval") for b in benchmarks]),
         "benchmarks": benchmarks,
     }
 

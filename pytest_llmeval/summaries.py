@@ -562,51 +562,156 @@ def sandbox_isolation(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
     return None
 
 
+# lm-eval's aggregations (lm_eval/api/metrics.py) of one metric's per-row items: "mean" over numbers, the
+# perplexities over log-likelihoods (perplexity) or [log-likelihood, weight] pairs (the weighted ones:
+# words or bytes). A converted row's lm_eval block names each of its metrics' aggregation.
+LM_EVAL_AGGREGATIONS = ("mean", "perplexity", "weighted_perplexity", "bits_per_byte")
+
+
+def lm_eval_aggregate(aggregation: str, items: Sequence[Any]) -> float:
+    """One metric's aggregate over its rows' items, as lm-eval computes it (its own order of summing)."""
+    if aggregation == "mean":
+        return float(sum(float(v) for v in items) / len(items))
+    if aggregation == "perplexity":
+        return math.exp(-(sum(float(v) for v in items) / len(items)))
+    # weighted_mean: sum of the log-likelihoods over the sum of the weights
+    lls, weights = zip(*((float(a), float(b)) for a, b in items), strict=True)
+    weighted = float(sum(lls) / sum(weights))
+    if aggregation == "weighted_perplexity":
+        return math.exp(-weighted)
+    if aggregation == "bits_per_byte":
+        return -weighted / math.log(2)
+    raise ValueError(f"unknown lm-eval aggregation {aggregation!r}")
+
+
 def lm_eval_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Rows converted from an lm-eval task (lm_eval_tasks.py), the task's figures as lm-eval reports them:
-    where they came from (task, version, lm-eval version, shots, seed, the data's sha256) and, per model,
-    each of the task's metrics over its scored rows with lm-eval's standard error (the sample standard
-    deviation over the square root of n: `mean_stderr`). None when no row came from lm-eval."""
-    origins = [
-        r["evaluation_config"]["lm_eval"]
-        for r in records
-        if isinstance((r.get("evaluation_config") or {}).get("lm_eval"), Mapping)
-    ]
-    if not origins:
+    """Rows converted from lm-eval tasks (lm_eval_tasks.py), each task's figures as lm-eval reports them
+    (lm_eval_task_figures); a benchmark of one task's rows is that task's block, one of several tasks' (a
+    group written as one file) has them under `tasks`. None when no row came from lm-eval."""
+    by_task: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        origin = (record.get("evaluation_config") or {}).get("lm_eval")
+        if isinstance(origin, Mapping):
+            by_task.setdefault(str(origin.get("task")), []).append(record)
+    if not by_task:
         return None
-    first = origins[0]
-    tasks = sorted({str(o.get("task")) for o in origins})
+    if len(by_task) == 1:
+        return lm_eval_task_figures(next(iter(by_task.values())))
+    return {"tasks": {name: lm_eval_task_figures(rows) for name, rows in sorted(by_task.items())}}
+
+
+def lm_eval_task_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One task's rows: where they came from (task, version, lm-eval version, shots, seed, the data's
+    sha256, the groups it is in) and, per model, each metric over its scored rows by the metric's own
+    aggregation (lm_eval_aggregate), with lm-eval's standard error where it has a closed form: the mean's
+    (the sample standard deviation over the square root of n: `mean_stderr`). lm-eval bootstraps the
+    perplexities' errors at random: those are left out."""
+    first = records[0]["evaluation_config"]["lm_eval"]
     summary: dict[str, Any] = {
-        "task": tasks[0] if len(tasks) == 1 else tasks,
-        **{
-            k: first.get(k)
-            for k in ("version", "lm_eval_version", "num_fewshot", "fewshot_seed", "data_sha256")
-        },
+        k: first.get(k)
+        for k in (
+            "task",
+            "version",
+            "lm_eval_version",
+            "num_fewshot",
+            "fewshot_seed",
+            "data_sha256",
+            "groups",
+        )
+        if k in first
     }
     metrics = [str(m) for m in first.get("metrics") or ["acc"]]
+    aggregations: Mapping[str, str] = first.get("aggregation") or {}
     for who in (BASE, ADAPTER):
-        values: dict[str, list[float]] = {m: [] for m in metrics}
+        values: dict[str, list[Any]] = {m: [] for m in metrics}
         for record in records:
             found = score(record, who)
             per_row = None if found is None else found.get("lm_eval")
             if isinstance(per_row, Mapping):
                 for metric in metrics:
                     if metric in per_row:
-                        values[metric].append(float(per_row[metric]))
+                        values[metric].append(per_row[metric])
         n = max(len(v) for v in values.values())
         if not n:
             continue
         figures: dict[str, Any] = {"n": n}
         for metric, found_values in values.items():
-            mean = _mean(found_values)
-            if mean is None:  # a metric no row of this model recorded
+            if not found_values:  # a metric no row of this model recorded
                 continue
-            count = len(found_values)
-            spread = sum((v - mean) ** 2 for v in found_values) / (count - 1) if count > 1 else 0.0
-            figures[metric] = mean
-            figures[f"{metric}_stderr"] = math.sqrt(spread / count)
+            aggregation = str(aggregations.get(metric, "mean"))
+            figures[metric] = lm_eval_aggregate(aggregation, found_values)
+            if aggregation == "mean":
+                mean = figures[metric]
+                count = len(found_values)
+                spread = sum((float(v) - mean) ** 2 for v in found_values) / (count - 1) if count > 1 else 0.0
+                figures[_stderr_key(metric)] = math.sqrt(spread / count)
         summary[who] = figures
     return summary
+
+
+def _stderr_key(metric: str) -> str:
+    """A metric's standard error's key, as lm-eval names it: acc_stderr, exact_match_stderr,strict-match."""
+    name, comma, kept = metric.partition(",")
+    return f"{name}_stderr{comma}{kept}"
+
+
+def lm_eval_groups(blocks: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """lm-eval's groups over the benchmarks' task blocks (lm_eval_summary), each as lm-eval's Group.aggregate
+    computes it: per model, each aggregated metric over the group's tasks that ran, weighted by their rows
+    (weight_by_size) or not, with the pooled standard error (or the unweighted mean's). `missing` names
+    the group's tasks that did not run: a group figure over some of its tasks is not lm-eval's. None when
+    no task of a group ran."""
+    tasks: dict[str, Mapping[str, Any]] = {}
+    for block in blocks:
+        if block is not None:
+            tasks.update(block["tasks"] if "tasks" in block else {str(block.get("task")): block})
+    groups: dict[str, tuple[Mapping[str, Any], dict[str, Mapping[str, Any]]]] = {}
+    for name, block in tasks.items():
+        for group in block.get("groups") or []:
+            groups.setdefault(str(group["group"]), (group, {}))[1][name] = block
+    if not groups:
+        return None
+    out: dict[str, Any] = {}
+    for name, (group, members) in sorted(groups.items()):
+        entry: dict[str, Any] = {
+            "version": group.get("version"),
+            "tasks": sorted(members),
+            "missing": sorted(set(group.get("tasks") or []) - set(members)),
+        }
+        for who in (BASE, ADAPTER):
+            figures: dict[str, Any] = {}
+            for rule in group.get("aggregate") or []:
+                metric = str(rule["metric"])
+                ran = [b[who] for _, b in sorted(members.items()) if metric in (b.get(who) or {})]
+                if not ran:
+                    continue
+                sizes = [int(f["n"]) for f in ran]
+                weights = sizes if rule.get("weight_by_size", True) else [1] * len(sizes)
+                figures[metric] = sum(float(f[metric]) * w for f, w in zip(ran, weights, strict=True)) / sum(
+                    weights
+                )
+                stderrs = [f.get(_stderr_key(metric)) for f in ran]
+                weighted = bool(rule.get("weight_by_size", True))
+                if all(e is not None for e in stderrs):
+                    error = _group_stderr([float(e) for e in stderrs if e is not None], sizes, weighted)
+                    if error is not None:
+                        figures[_stderr_key(metric)] = error
+                figures["n"] = sum(sizes)
+            if figures:
+                entry[who] = figures
+        out[name] = entry
+    return out
+
+
+def _group_stderr(stderrs: Sequence[float], sizes: Sequence[int], weight_by_size: bool) -> float | None:
+    """lm-eval's group standard error: the pooled sample variance's for a size-weighted mean
+    (pooled_sample_stderr), the unweighted mean's of independent task means otherwise."""
+    if not weight_by_size:
+        return math.sqrt(sum(e**2 for e in stderrs)) / len(stderrs)
+    if sum(sizes) <= len(sizes):  # every task one row: no variance to pool (lm-eval divides by zero)
+        return None
+    pooled = sum((n - 1) * e**2 * n for n, e in zip(sizes, stderrs, strict=True)) / (sum(sizes) - len(sizes))
+    return math.sqrt(pooled / sum(sizes))
 
 
 # Fewer multiple-choice rows than this cannot tell a model at chance from one above it reliably: no verdict.
@@ -620,10 +725,11 @@ NEAR_CHANCE = (
 
 
 def chance_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Per model, its multiple-choice rows against answering at random (each row right with probability 1 /
-    its number of choices): rows, right, the accuracy chance would give, and the one-sided p-value of doing
-    this well by chance (stats.above_chance_p). `above_chance` is false when that p is CHANCE_ALPHA or more
-    over at least CHANCE_MIN_ROWS rows, None with fewer rows. None when no row is multiple choice."""
+    """Per model, its multiple-choice rows against answering at random (each row right with probability
+    its right choices over its choices; a gold_mass row's value is a share, not right or wrong, and is left
+    out): rows, right, the accuracy chance would give, and the one-sided p-value of doing this well by
+    chance (stats.above_chance_p). `above_chance` is false when that p is CHANCE_ALPHA or more over at
+    least CHANCE_MIN_ROWS rows, None with fewer rows. None when no row is multiple choice."""
     from pytest_llmeval.stats import above_chance_p
 
     summary: dict[str, Any] = {}
@@ -634,10 +740,12 @@ def chance_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
             found = score(record, who)
             if record["evaluation_type"] != "multiple_choice" or found is None:
                 continue
-            choices = (record.get("evaluation_config") or {}).get("choices")
-            if not isinstance(choices, list) or len(choices) < 2:
-                continue  # a record without its config (a summary of summaries): nothing to compare with
-            chances.append(1.0 / len(choices))
+            config = record.get("evaluation_config") or {}
+            choices = config.get("choices")
+            if not isinstance(choices, list) or len(choices) < 2 or config.get("gold_mass"):
+                continue  # without its config (a summary of summaries), or a share, not right or wrong
+            golds = config.get("answer_indices")
+            chances.append((len(golds) if isinstance(golds, list) and golds else 1) / len(choices))
             right += int(float(found["value"]) >= 1.0)
         if not chances:
             continue

@@ -23,7 +23,7 @@ def test_what_each_source_cannot_produce() -> None:
     assert skipped == {
         "local": [],
         # Saved text scores a multiple-choice row by the option it names; nothing here judges or measures it.
-        "saved": ["llm_judge", "perplexity"],
+        "saved": ["llm_judge", "loglikelihood", "perplexity"],
         # Served log-likelihood rows run where the probe found the server's log-probabilities usable: that
         # is decided per server (ServedBackend.unavailable, tests/test_served_loglikelihood.py), not here.
         "served": [],

@@ -46,7 +46,8 @@ def test_config_errors_say_exactly_what_is_wrong(config: dict[str, Any], message
 def test_unknown_keys_are_named_with_the_type() -> None:
     assert error({**THREE, "answer": 1}) == (
         "unknown key 'answer' in evaluation_config for multiple_choice; did you mean 'answer_index'? "
-        "known: choices, answer_index, normalize, prompt_mode, target_delimiter, lm_eval"
+        "known: choices, answer_index, answer_indices, gold_mass, normalize, prompt_mode, target_delimiter, "
+        "choices_in_context, continuation, lm_eval"
     )
 
 

@@ -111,6 +111,8 @@ VALID_CONFIGS: dict[str, dict[str, Any]] = {
     "llm_judge": {"rubric": "Is the answer right?"},
     "multiple_choice": {"choices": ["hi", "bye"]},
     "perplexity": {"threshold": 50, "on": "reference"},  # expected_output is never empty here
+    "lm_eval_exact_match": {"until": ["\n\n"], "max_new_tokens": 4},
+    "loglikelihood": {},
 }
 # The script custom rows name: written next to every benchmark a plugin run reads.
 SCORE_SCRIPT = "def evaluate(generated, expected):\n    return float(generated.strip() == expected.strip())\n"

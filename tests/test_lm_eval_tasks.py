@@ -1,10 +1,7 @@
-"""lm-eval tasks as benchmark rows (issue 54): `convert lm-eval` writes the rows lm-eval 0.4.13 builds, and
-a run of them on the embedded model gives lm-eval's own numbers, row by row.
-
-The oracle is lm-eval itself, run live here: `simple_evaluate` with its `hf` model on the same fp32 folder,
-the same task loaded from the same local data files (tests/data/lm_eval/, in the dataset's own schema), with
-`log_samples`. Every document's per-choice log-likelihoods must agree within 1e-4 nats, its acc and acc_norm
-exactly, and so must the task's aggregates.
+"""lm-eval tasks as benchmark rows (issue 54): `convert lm-eval`'s options and refusals, the live check that
+the recorded lm-eval logs are what lm-eval 0.4.13 does today, the served path, pair encoding, the chance
+check and -n 2. Every task's row-by-row parity with lm-eval is tests/test_lm_eval_parity.py (recorded logs);
+generate_until's is tests/test_lm_eval_generate.py.
 """
 
 from __future__ import annotations
@@ -45,82 +42,27 @@ def data_files(task: str) -> list[str]:
     return [f"--data-files={p.stem}={p}" for p in sorted((DATA / task).glob("*.jsonl"))]
 
 
-def lm_eval_samples(task: str, num_fewshot: int) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
-    """lm-eval's own run: {doc_id: its logged sample}, and the task's aggregate results."""
-    import lm_eval
-    from lm_eval.tasks import TaskManager
+def test_the_recorded_logs_are_what_lm_eval_does_today(pytester: pytest.Pytester) -> None:
+    """lm-eval run live on one task (arc_easy, 0-shot) logs what `make lm-eval-logs` recorded: the same
+    requests, log-likelihoods (within 1e-6 nats), per-row metrics and aggregates; so the recorded logs the
+    parity tests read (tests/test_lm_eval_parity.py) cannot drift from what lm-eval does. The converted rows
+    then score as the live run did."""
+    from lm_eval_checks import check_aggregates, check_rows, live, recorded, run
+    from lm_eval_checks import convert as convert_from_data
 
-    from pytest_llmeval import lm_eval_tasks
-    from pytest_llmeval.models import embedded_model_dir
-
-    files = lm_eval_tasks.parse_data_files([a.split("=", 1)[1] for a in data_files(task)])
-    manager = TaskManager()
-    tasks = lm_eval_tasks._load([task], files, manager)
-    out = lm_eval.simple_evaluate(
-        model="hf",
-        model_args={"pretrained": str(embedded_model_dir()), "dtype": "float32"},
-        tasks=list(tasks.values()),
-        num_fewshot=num_fewshot,
-        device="cpu",
-        batch_size=8,
-        log_samples=True,
-        task_manager=manager,
-    )
-    assert out is not None
-    return {int(s["doc_id"]): s for s in out["samples"][task]}, out["results"][task]
-
-
-@pytest.mark.parametrize(
-    ("task", "shots", "documents"),
-    [
-        ("arc_easy", 0, 24),
-        ("arc_easy", 2, 24),
-        ("hellaswag", 0, 10),  # its documents through process_docs (a !function of lm-eval's)
-        ("piqa", 1, 10),
-        ("boolq", 1, 10),
-        ("mmlu_astronomy", 5, 8),  # a description, and first_n examples from its dev split
-    ],
-)
-def test_a_converted_task_scores_as_lm_eval_scores_it(
-    pytester: pytest.Pytester, task: str, shots: int, documents: int
-) -> None:
-    rows = convert(pytester.path / "bench", task, *data_files(task), f"--num-fewshot={shots}")
-    assert len(rows) == documents
-    assert all(r["evaluation_config"]["lm_eval"]["num_fewshot"] == shots for r in rows)
-    theirs, aggregate = lm_eval_samples(task, shots)
-    # The rows carry the very prompts lm-eval sent: the context and each delimiter + choice.
-    for row in rows:
-        config = row["evaluation_config"]
-        sample = theirs[config["lm_eval"]["doc_id"]]
-        assert [list(a) for a in sample["arguments"]] == [
-            [row["input"], config["target_delimiter"] + c] for c in config["choices"]
-        ]
-    result = pytester.runpytest(
-        f"bench/{task}.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly"
-    )
-    assert result.ret in (0, 1), result.stdout.str()
-    document = read_results(pytester.path / "results.json")
-    ours = {r["id"]: r for b in document["benchmarks"] for r in b["rows"]}
-    found: dict[str, list[float]] = {}
-    for row in rows:
-        sample = theirs[row["evaluation_config"]["lm_eval"]["doc_id"]]
-        score = ours[row["id"]]["models"]["base"]["score"]
-        their_lls = [float(r[0][0]) for r in sample["resps"]]
-        assert [-c["nll"] for c in score["choices"]] == pytest.approx(their_lls, abs=1e-4), row["id"]
-        metrics = row["evaluation_config"]["lm_eval"]["metrics"]
-        assert {m: score["lm_eval"][m] for m in metrics} == {m: sample[m] for m in metrics}, row["id"]
-        for metric in metrics:
-            found.setdefault(metric, []).append(score["lm_eval"][metric])
-    assert {m: sum(v) / len(v) for m, v in found.items()} == {m: aggregate[f"{m},none"] for m in found}
-    # The benchmark's lm_eval block: the task as lm-eval reports it, its standard errors included.
-    block = document["benchmarks"][0]["lm_eval"]
-    assert block["task"] == task and block["num_fewshot"] == shots and block["lm_eval_version"] == "0.4.13"
-    assert block["base"]["n"] == documents
-    for metric in found:
-        assert block["base"][metric] == aggregate[f"{metric},none"]
-        assert block["base"][f"{metric}_stderr"] == pytest.approx(
-            aggregate[f"{metric}_stderr,none"], abs=1e-12
-        )
+    now, results = live("arc_easy", 0)
+    then, recorded_results = recorded("arc_easy", 0)
+    assert now.keys() == then.keys() and now["arc_easy"].keys() == then["arc_easy"].keys()
+    for doc_id, sample in now["arc_easy"].items():
+        old = then["arc_easy"][doc_id]
+        assert sample["arguments"] == old["arguments"] and sample["metrics"] == old["metrics"], doc_id
+        lls = [r[0][0] for r in sample["resps"]]
+        assert lls == pytest.approx([r[0][0] for r in old["resps"]], abs=1e-6), doc_id
+    for key in ("acc,none", "acc_norm,none", "acc_stderr,none", "acc_norm_stderr,none", "sample_len"):
+        assert results["arc_easy"][key] == recorded_results["arc_easy"][key], key
+    rows = convert_from_data(pytester.path / "bench", "arc_easy", "--num-fewshot=0")
+    document = run(pytester, "arc_easy")
+    check_aggregates(rows, document, results, check_rows(rows, document, now))
 
 
 def test_bad_input_is_one_line_and_nothing_written(
@@ -133,8 +75,12 @@ def test_bad_input_is_one_line_and_nothing_written(
             "no task or group named 'arc_esay' (did you mean",
         ),
         (
-            ["convert", "lm-eval", "gsm8k", *ARC[:1], f"--out={out}"],
-            "output_type 'generate_until' is not converted",
+            ["convert", "lm-eval", "mmlu_social_sciences", *ARC[:1], f"--out={out}"],
+            "--data-files is for one task",
+        ),
+        (
+            ["convert", "lm-eval", "mmlu_social_sciences", f"--data-dir={DATA / 'arc_easy'}", f"--out={out}"],
+            "no data for lm-eval task mmlu_econometrics",
         ),
         (
             [
@@ -148,8 +94,13 @@ def test_bad_input_is_one_line_and_nothing_written(
         ),
     ]
     cases.append((["convert", "lm-eval", "mmlu_humanities", f"--out={out}"], "HF_DATASETS_OFFLINE is set"))
-    piqa = ["convert", "lm-eval", "piqa", *data_files("piqa"), "--num-fewshot=5", f"--out={out}"]
-    cases.append((piqa, "its few-shot split is too small for 5 examples"))
+    piqa = ["convert", "lm-eval", "piqa", *data_files("piqa"), "--num-fewshot=7", f"--out={out}"]
+    cases.append((piqa, "its few-shot split is too small for 7 examples"))
+    # A group of the user's own (--include-path) that lists no task.
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "empty.yaml").write_text("group: my_empty_group\ntask: []\n", encoding="utf-8")
+    empty = ["convert", "lm-eval", "my_empty_group", f"--include-path={tmp_path / 'tasks'}", f"--out={out}"]
+    cases.append((empty, "lm-eval group my_empty_group has no subtasks"))
     # HF_DATASETS_OFFLINE=1 as a user sets it, before datasets is imported (which reads it then): these
     # machines reach no hub, and a user's refusal must be this line, not a network timeout.
     import datasets

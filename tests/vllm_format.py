@@ -192,6 +192,9 @@ class _Engine:
         new: list[int] = []
         if max_tokens > 0:
             inputs = torch.tensor([ids])  # (1, T)
+            # Ended where a stop string is complete, as vLLM ends it (not generated to max_tokens and cut):
+            # the text is cut below exactly as it would be after a longer generation.
+            ends = {"stop_strings": list(stop), "tokenizer": self.tokenizer} if any(stop) else {}
             with self.lock, torch.inference_mode():
                 out = self.model.generate(
                     input_ids=inputs,
@@ -199,6 +202,7 @@ class _Engine:
                     max_new_tokens=max_tokens,
                     do_sample=False,
                     pad_token_id=min(self.eos_ids) if self.eos_ids else None,
+                    **ends,
                 )
             new = [int(t) for t in out[0, len(ids) :]]
         for end in range(1, len(new) + 1) if stop else ():

@@ -15,20 +15,34 @@ Source = Literal["local", "served", "saved"]
 Capability = Literal["generate", "loglikelihood", "rolling"]
 
 # How each source produces a row, by its scorer's `measure` (scorers.ScorerSpec): None is generated text,
-# "judge" text then a judge model's verdict, "choices" the log-likelihood of each option, "perplexity" the
+# "judge" text then a judge model's verdict, "choices" the log-likelihood of each option ("continuation": of
+# one, and whether it is the greedy one, through the same protocol method), "perplexity" the
 # log-likelihood of given text. Saved predictions are text only; a multiple-choice row is then scored on the
 # option its saved text names. A measure missing from a source's entry is a row it skips.
 PRODUCTION: dict[Source, dict[str | None, Capability]] = {
-    "local": {None: "generate", "judge": "generate", "choices": "loglikelihood", "perplexity": "rolling"},
+    "local": {
+        None: "generate",
+        "judge": "generate",
+        "choices": "loglikelihood",
+        "continuation": "loglikelihood",
+        "perplexity": "rolling",
+    },
     # Served log-likelihood rows run where the probe found the server's log-probabilities usable; where not,
     # ServedBackend.unavailable skips them with the probe's finding.
-    "served": {None: "generate", "judge": "generate", "choices": "loglikelihood", "perplexity": "rolling"},
+    "served": {
+        None: "generate",
+        "judge": "generate",
+        "choices": "loglikelihood",
+        "continuation": "loglikelihood",
+        "perplexity": "rolling",
+    },
     "saved": {None: "generate", "choices": "generate"},
 }
 
 _WHY: dict[tuple[Source, str | None], str] = {
     ("saved", "judge"): "are graded by a judge model, and --llmeval-predictions loads none",
     ("saved", "perplexity"): "measure the model itself, and --llmeval-predictions loads none",
+    ("saved", "continuation"): "measure the model itself, and --llmeval-predictions loads none",
 }
 
 

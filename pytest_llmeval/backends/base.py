@@ -76,6 +76,9 @@ class GenRequest:
     limit: int  # new tokens at most
     index: int = 0  # which sample (0 for a greedy row)
     sampled: Sampled | None = None
+    # The strings the output ends at and is cut before (an lm-eval row's `until`: planning.stop_of); None:
+    # it ends at EOS or its limit only.
+    stop: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

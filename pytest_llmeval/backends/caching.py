@@ -207,7 +207,7 @@ def _lookup(
     store: GenerationCache, identity: ModelIdentity, side: str, requests: Sequence[GenRequest]
 ) -> Lookup:
     """One batch of a column's requests looked up (GenerationCache.lookup), keyed by their prompts,
-    limits, samplings and extra key material."""
+    limits, samplings, extra key material and stop strings."""
     return store.lookup(
         identity,
         side,
@@ -215,4 +215,5 @@ def _lookup(
         [r.limit for r in requests],
         [r.sampled for r in requests],
         [r.prompted.key for r in requests],
+        [r.stop for r in requests],
     )

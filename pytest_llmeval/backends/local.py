@@ -397,7 +397,9 @@ class LocalBackend:
                 "spec": row.spec.to_json(),
                 "examples": [e.to_json() for e in row.examples],
                 "room": row.room,
-                "choices": case.evaluation_config.get("choices") if row.room is None else None,
+                # What follows a measured row's prompt takes room: its options, each with what it is
+                # followed by (a choice in the context: the row's continuation).
+                "after": _after_prompt(case) if row.room is None else None,
                 "overflow": self.options.context_overflow,
             }
         )
@@ -415,8 +417,8 @@ class LocalBackend:
             if row.room is None:  # room after the prompt for the longest option: each follows the same prompt
                 reserved = "the longest choice"
                 room = max(
-                    len(loaded.tokenizer(c, add_special_tokens=False)["input_ids"])
-                    for c in case.evaluation_config["choices"]
+                    len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+                    for text in _after_prompt(case)
                 )
             else:
                 reserved, room = "max_new_tokens", row.room
@@ -509,6 +511,7 @@ class LocalBackend:
                     strip=False,
                     counts=counts,
                     adapters=adapters,
+                    stops=[r.stop for r in requests],
                 )
         except ModelError as exc:  # the weights did not load (on the first cache miss): no row can run
             raise BackendError(str(exc)) from None
@@ -539,19 +542,25 @@ class LocalBackend:
 
     def loglikelihood_rolling(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
         """The perplexity of each row's text under every column of the group; a window's rows share calls."""
-        from pytest_llmeval.measures import text_perplexities
+        from pytest_llmeval.measures import rolling_perplexities, text_perplexities
         from pytest_llmeval.scorers import perplexity as ppl_scorer
 
         loaded = self.weights.model_of(columns[0])
         out: dict[str, dict[int, Result]] = {c: {} for c in columns}
-        by_window: dict[tuple[int | None, int | None], list[int]] = {}
+        # Rows by how their texts are windowed: a sliding window (max_length, stride), or lm-eval's rolling.
+        by_window: dict[tuple[bool, int | None, int | None], list[int]] = {}
         for i, r in enumerate(requests):
-            by_window.setdefault(ppl_scorer.window(r.row.case.evaluation_config), []).append(i)
-        for (max_length, stride), group in by_window.items():
+            config = r.row.case.evaluation_config
+            by_window.setdefault((ppl_scorer.rolling(config), *ppl_scorer.window(config)), []).append(i)
+        for (rolling, max_length, stride), group in by_window.items():
             cases = [requests[i].row.case for i in group]
             texts = [getattr(c, ppl_scorer.text_field(c.evaluation_config)) for c in cases]
             try:
-                measured = text_perplexities(loaded, texts, max_length, stride, columns=list(columns))
+                measured = (
+                    rolling_perplexities(loaded, texts, columns=list(columns))
+                    if rolling
+                    else text_perplexities(loaded, texts, max_length, stride, columns=list(columns))
+                )
             except ModelError as exc:
                 raise BackendError(str(exc)) from None
             for column, values in measured.items():
@@ -801,3 +810,16 @@ class LocalBackend:
             memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(loaded.device) / 2**20
             memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(loaded.device) / 2**20
         return memory
+
+
+def _after_prompt(case: Case) -> list[str]:
+    """What follows a measured row's prompt, per option (its scorer's options and pairs): a choice, or a
+    choice and the continuation after it (a choice in the context)."""
+    from pytest_llmeval.scorers import SCORERS
+
+    spec = SCORERS[case.evaluation_type]
+    assert spec.options is not None and spec.pair is not None, case.evaluation_type
+    return [
+        "".join(spec.pair(case.evaluation_config, "", o))
+        for o in spec.options(case.expected_output, case.evaluation_config)
+    ]

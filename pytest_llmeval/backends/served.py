@@ -212,7 +212,7 @@ class ServedBackend:
         """Why rows of evaluation type `kind` are skipped here; None: they run. Log-likelihood rows run
         only where every column's server passed the probe's check of its prompt log-probabilities."""
         static = unavailable(self.source, measure, kind)
-        if static is not None or measure not in ("choices", "perplexity"):
+        if static is not None or measure not in ("choices", "continuation", "perplexity"):
             return static
         from pytest_llmeval.endpoint import EndpointError
 
@@ -222,7 +222,7 @@ class ServedBackend:
             except EndpointError as exc:
                 return str(exc)
             reason = served.loglikelihood_error
-            if reason is None and measure == "choices" and not served.prompt_logprobs:
+            if reason is None and measure in ("choices", "continuation") and not served.prompt_logprobs:
                 reason = (
                     f"{served.server or 'the server'} does not return vLLM's prompt_logprobs, which scoring "
                     "an option under the server's own chat template needs"
@@ -281,8 +281,9 @@ class ServedBackend:
 
     def generate(self, column: str, requests: Sequence[GenRequest]) -> list[Result]:
         """The column's requests in flight together (--llmeval-concurrency); a request that still fails
-        after its retries is that request's error."""
+        after its retries is that request's error. A request's stop strings go to the server (`stop`)."""
         from pytest_llmeval.endpoint import Request
+        from pytest_llmeval.generation import cut_at_stops
 
         model_id = self.model_id(column)
         seed = served_seed(self._probed(column))
@@ -297,18 +298,21 @@ class ServedBackend:
                     temperature=0.0 if r.sampled is None else r.sampled[0],
                     # Each sample its own seed where the server takes one: a rerun draws the same samples.
                     seed=r.sampled[1] if r.sampled is not None and seed is not None else seed,
+                    stop=r.stop,
                 )
                 for r in requests
             ]
         )
         return [
             Result(
-                value=a.text,
+                # Cut again here as generation cuts a local output (cut_at_stops, in the stops' order): a
+                # server may end at a stop string and keep it, or end at another one than lm-eval would cut.
+                value=a.text if a.text is None or r.stop is None else cut_at_stops(a.text, r.stop),
                 error=None if a.text is not None else f"{column} ({model_id}) at the endpoint: {a.error}",
                 tokens=(a.prompt_tokens, a.completion_tokens),
                 note=None if a.note is None else f"{column} ({model_id}) at the endpoint: {a.note}",
             )
-            for a in answers
+            for r, a in zip(requests, answers, strict=True)
         ]
 
     def loglikelihood(self, columns: Sequence[str], requests: Sequence[MeasureRequest]) -> Columns:
@@ -316,7 +320,7 @@ class ServedBackend:
         continued as the assistant's answer under the server's template (prompt_logprobs), a raw prompt's
         option echoed after it through /v1/completions. One request per option, all in flight together."""
         from pytest_llmeval.endpoint import Request
-        from pytest_llmeval.scorers.multiple_choice import continuation, expected_index
+        from pytest_llmeval.scorers import SCORERS
 
         column = columns[0]
         model_id = self.model_id(column)
@@ -326,8 +330,12 @@ class ServedBackend:
             prompted = r.prompted
             assert prompted is not None
             config = r.row.case.evaluation_config
-            for option in config["choices"]:
-                scored = option if prompted.chat else continuation(config, option)
+            spec = SCORERS[r.row.case.evaluation_type]
+            assert spec.options is not None and spec.pair is not None
+            for option in spec.options(r.row.case.expected_output, config):
+                context, scored = (
+                    (prompted.prompt, option) if prompted.chat else spec.pair(config, prompted.prompt, option)
+                )
                 if prompted.chat:
                     user = ({"role": "user", "content": prompted.prompt},)
                     messages = (*(prompted.messages or user), {"role": "assistant", "content": option})
@@ -343,11 +351,12 @@ class ServedBackend:
                 else:
                     request = Request(
                         model=model_id,
-                        prompt=prompted.prompt + scored,
+                        prompt=context + scored,
                         max_tokens=1,
                         chat=False,
                         echo=True,
-                        logprobs=0,
+                        # The top alternative at each place tells whether the option is the greedy one.
+                        logprobs=1 if spec.needs_greedy else 0,
                     )
                 asked.append((i, option, scored, request))
         answers = self.endpoint(column).complete([request for _, _, _, request in asked])
@@ -357,23 +366,23 @@ class ServedBackend:
             if i in errors:
                 continue
             try:
-                nll, tokens = _option_nll(request, scored, answer)
+                nll, tokens, greedy = _option_nll(request, scored, answer)
             except ValueError as exc:
                 errors[i] = f"{self._where(column)}: option {option!r}: {exc}"
                 continue
-            choices[i].append({"text": option, "nll": nll, "n_tokens": tokens, "n_chars": len(option)})
+            if greedy is None and SCORERS[requests[i].row.case.evaluation_type].needs_greedy:
+                errors[i] = (
+                    f"{self._where(column)}: option {option!r}: the server lists no top log-probabilities "
+                    "for it, so whether it is the greedy continuation is unknown"
+                )
+                continue
+            choices[i].append(
+                {"text": option, "nll": nll, "n_tokens": tokens, "n_chars": len(option), "greedy": greedy}
+            )
         results = [
             Result(error=errors[i])
             if i in errors
-            else Result(
-                value={
-                    "choices": choices[i],
-                    "expected_index": expected_index(
-                        r.row.case.expected_output, r.row.case.evaluation_config
-                    ),
-                },
-                tokens=(None, None),
-            )
+            else Result(value=_measured(choices[i], r.row.case), tokens=(None, None))
             for i, r in enumerate(requests)
         ]
         return {column: results}
@@ -407,6 +416,16 @@ class ServedBackend:
         results: list[Result] = []
         for r, text, answer in zip(requests, texts, answers, strict=True):
             max_length, stride = ppl_scorer.window(r.row.case.evaluation_config)
+            if ppl_scorer.rolling(r.row.case.evaluation_config):
+                # The first token is scored after the model's BOS token, which an echo does not give.
+                results.append(
+                    Result(
+                        error=f"{self._where(column)}: rolling windows (lm-eval's loglikelihood_rolling) "
+                        "score a text's first token after the model's BOS token, which a server's echo does "
+                        "not return: run this row on a local model"
+                    )
+                )
+                continue
             try:
                 value = self._rolling(column, text, answer, max_length, stride)
             except ValueError as exc:
@@ -679,11 +698,24 @@ class ServedBackend:
         return None  # a server's answers are in the generation cache; nothing else is worked out here
 
 
-def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int]:
-    """(NLL, tokens) of one option from its answer (ValueError: the answer cannot give it)."""
+def _measured(choices: list[dict[str, Any]], case: Any) -> dict[str, Any]:
+    """A row's "choices" measurement: its options, and the right one's position where its scorer has one."""
+    from pytest_llmeval.scorers import SCORERS
+
+    expected = SCORERS[case.evaluation_type].expected_option
+    found: dict[str, Any] = {"choices": choices}
+    if expected is not None:
+        found["expected_index"] = expected(case.expected_output, case.evaluation_config)
+    return found
+
+
+def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int, bool | None]:
+    """(NLL, tokens, greedy or None where unknown) of one option from its answer (ValueError: the answer
+    cannot give it)."""
     from pytest_llmeval.logprobs import (
         EchoError,
         answer_nll,
+        continuation_greedy,
         continuation_nll,
         parse_echo,
         parse_prompt_logprobs,
@@ -692,7 +724,12 @@ def _option_nll(request: Any, option: str, answer: Any) -> tuple[float, int]:
     if answer.logprobs is None and answer.prompt_logprobs is None:
         raise EchoError(answer.error or "no log-probabilities in the answer")
     if request.chat:
-        return answer_nll(parse_prompt_logprobs(answer.prompt_logprobs, answer.prompt_tokens), option)
+        return (
+            *answer_nll(parse_prompt_logprobs(answer.prompt_logprobs, answer.prompt_tokens), option),
+            None,
+        )
     prompt = str(request.prompt)
     echoed = parse_echo(answer.logprobs, prompt, answer.completion_tokens, None, answer.prompt_tokens)
-    return continuation_nll(echoed, len(prompt) - len(option))
+    boundary = len(prompt) - len(option)
+    nll, tokens = continuation_nll(echoed, boundary)
+    return nll, tokens, continuation_greedy(echoed, boundary)

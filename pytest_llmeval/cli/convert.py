@@ -22,7 +22,7 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(gzip or plain; JSONL, or MBPP's sanitized JSON array).\nThe rows go to -o (written whole, once "
         "every record converted) or to standard output.\n\nWith lm-eval: one benchmark file per task "
         "(a group: per subtask) in --out, each row a document as lm-eval 0.4.13 renders it (its prompt, "
-        "few-shot examples and seed), scored as lm-eval scores it (multiple_choice tasks: acc, acc_norm). "
+        "few-shot examples and seed), scored as lm-eval scores it (docs/lm-eval.md: the output types). "
         "Needs pip install 'pytest-llmeval[lm-eval]'.",
         epilog=_exit_codes(
             "0  every record converted and written",
@@ -63,6 +63,27 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="read a split from a local parquet, JSON/JSONL, CSV or arrow file in the dataset's own schema "
         "(repeat for each split; default: the task's dataset_path through datasets)",
     )
+    lm.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read each task's splits, a group's every subtask's, from DIR/TASK/SPLIT.jsonl (or .parquet, "
+        ".json, .csv, .arrow)",
+    )
+    lm.add_argument(
+        "--include-path",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a folder of your own lm-eval task and group YAMLs, found beside lm-eval's (its include_path)",
+    )
+    lm.add_argument(
+        "--group-file",
+        action="store_true",
+        help="write a group's subtasks into one file, GROUP.jsonl, so that one gate decides on the group "
+        "(default: one file per subtask)",
+    )
     return conv
 
 
@@ -96,6 +117,9 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             ("--num-fewshot", args.num_fewshot),
             ("--limit", args.limit),
             ("--data-files", args.data_files),
+            ("--data-dir", args.data_dir),
+            ("--group-file", args.group_file),
+            ("--include-path", args.include_path),
         ],
     )
     if len(args.file) != 1:
@@ -162,10 +186,21 @@ def _convert_lm_eval(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     for option, value in (("--num-fewshot", args.num_fewshot), ("--limit", args.limit)):
         if value is not None and value < (0 if option == "--num-fewshot" else 1):
             parser.error(f"{option} must be {'0 or more' if option == '--num-fewshot' else '1 or more'}")
+    if args.data_dir is not None and args.data_files:
+        parser.error("give --data-files (one task's splits) or --data-dir (a folder per task), not both")
+    for option, folder in (("--data-dir", args.data_dir), ("--include-path", args.include_path)):
+        if folder is not None and not folder.is_dir():
+            parser.error(f"{option}={folder}: no such folder")
     try:
         files = lm_eval_tasks.parse_data_files(args.data_files)
         converted = lm_eval_tasks.convert_tasks(
-            args.file, num_fewshot=args.num_fewshot, limit=args.limit, data_files=files
+            args.file,
+            num_fewshot=args.num_fewshot,
+            limit=args.limit,
+            data_files=files,
+            data_dir=args.data_dir,
+            group_file=args.group_file,
+            include_path=args.include_path,
         )
     except lm_eval_tasks.LmEvalError as exc:
         raise _Refused(f"{exc} (nothing written)") from None
@@ -174,5 +209,12 @@ def _convert_lm_eval(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     except OSError as exc:
         raise _Refused(f"cannot write to {args.out}: {exc.strerror or exc}") from None
     for task, path in zip(converted, written, strict=True):
-        print(f"llmeval: wrote {len(task.rows)} rows of lm-eval task {task.task} to {path}", file=sys.stderr)
+        kind = (
+            "task"
+            if {r["evaluation_config"]["lm_eval"]["task"] for r in task.rows} == {task.task}
+            else "group"
+        )
+        print(
+            f"llmeval: wrote {len(task.rows)} rows of lm-eval {kind} {task.task} to {path}", file=sys.stderr
+        )
     return 0

@@ -35,7 +35,7 @@ from pytest_llmeval.evaluation.ledger import Ledger
 from pytest_llmeval.evaluation.outputs import RowError, RowOutputs, RowSkipped
 from pytest_llmeval.evaluation.prompting import Prompter
 from pytest_llmeval.models import ModelError
-from pytest_llmeval.planning import RowPlan, RunPlan, completion_mode, sample_seed, sampling_of
+from pytest_llmeval.planning import RowPlan, RunPlan, completion_mode, sample_seed, sampling_of, stop_of
 from pytest_llmeval.records import BASE, FluencyRecord
 from pytest_llmeval.run_options import RunOptions
 from pytest_llmeval.scorers import SCORERS
@@ -354,9 +354,10 @@ class Producer:
                 samples = prompted.samples[column]
             if prompted.samples is not None or samples > 1:
                 listed.add(n)
+            stop = stop_of(case)
             for i in range(samples):
                 sampled = None if temperature is None else (temperature, sample_seed(case.id, i))
-                requests.append(GenRequest(n, prompted, self._limit(case), i, sampled))
+                requests.append(GenRequest(n, prompted, self._limit(case), i, sampled, stop))
         return requests
 
     def _limit(self, case: Case) -> int:

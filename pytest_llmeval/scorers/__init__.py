@@ -16,6 +16,8 @@ from pytest_llmeval.scorers import (
     exact_match,
     fuzzy,
     llm_judge,
+    lm_eval_exact_match,
+    loglikelihood,
     multiple_choice,
     perplexity,
     rouge,
@@ -65,6 +67,7 @@ SCORERS: dict[str, ScorerSpec] = {
         uses=frozenset({"sandbox", "prompt"}),
         field_rule=code_execution.field_rule,
         explain=code_execution.explain,
+        completion=code_execution.completion_mode,
     ),
     "llm_judge": ScorerSpec(
         validate=llm_judge.validate_config,
@@ -81,6 +84,32 @@ SCORERS: dict[str, ScorerSpec] = {
         field_rule=multiple_choice.field_rule,
         validate_row=multiple_choice.validate_row,
         explain=multiple_choice.explain,
+        options=lambda expected, config: list(config["choices"]),
+        pair=multiple_choice.option_pair,
+        expected_option=multiple_choice.expected_index,
+        completion=multiple_choice.completion_mode,
+    ),
+    # lm-eval's generate_until tasks (lm_eval_generate.py): generated until a stop string, filtered, and
+    # compared by lm-eval's exact_match.
+    "lm_eval_exact_match": ScorerSpec(
+        validate=lm_eval_exact_match.validate_config,
+        score=lm_eval_exact_match.score,
+        field_rule=lm_eval_exact_match.field_rule,
+        explain=lm_eval_exact_match.explain,
+        completion=lm_eval_exact_match.completion_mode,
+        stop=lm_eval_exact_match.stop,
+        as_metric=False,
+    ),
+    "loglikelihood": ScorerSpec(
+        validate=loglikelihood.validate_config,
+        measure="continuation",  # one option's log-likelihood, and whether it is the greedy one
+        score_measurement=loglikelihood.score_measurement,
+        field_rule=loglikelihood.field_rule,
+        explain=loglikelihood.explain,
+        completion=loglikelihood.completion_mode,
+        options=lambda expected, config: [loglikelihood.continuation_of(config, expected)],
+        pair=lambda config, prompt, option: (prompt, option),
+        needs_greedy=True,
     ),
     "perplexity": ScorerSpec(
         validate=perplexity.validate_config,
@@ -96,7 +125,7 @@ SCORERS: dict[str, ScorerSpec] = {
 METRIC_TYPES: frozenset[str] = frozenset(
     name
     for name, s in SCORERS.items()
-    if s.score is not None and s.measure is None and s.uses <= {"embedder"}
+    if s.score is not None and s.measure is None and s.uses <= {"embedder"} and s.as_metric
 )
 
 

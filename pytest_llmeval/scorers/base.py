@@ -42,7 +42,8 @@ class ScorerSpec:
     # model-written code, one per process), "embedder" (embeddings.Embedder, the sentence-embedding model,
     # one per process), "function" (a custom row's function, from its script), "prompt" (the row's input).
     uses: frozenset[str] = frozenset()
-    # "perplexity", "choices": measured instead of generated; "judge": generated, then graded by a model.
+    # "perplexity", "choices", "continuation": measured instead of generated; "judge": generated, then
+    # graded by a model.
     measure: str | None = None
     # (measurement, evaluation_config) -> Score; the measurement is a JSON-able dict.
     score_measurement: Callable[[Mapping[str, Any], Mapping[str, Any]], Score] | None = None
@@ -55,6 +56,26 @@ class ScorerSpec:
     # (evaluation_config, the row's JSON object) -> None, raising ValueError: checks that need both, such
     # as an expected answer that must be one of the choices (run at collection, after `validate`).
     validate_row: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    # (evaluation_config) -> whether the row's input is its whole context, sent raw (no chat template) and
+    # continued by the model; None: never (the row is a chat turn).
+    completion: Callable[[Mapping[str, Any]], bool] | None = None
+    # (evaluation_config) -> the strings a generated output ends at and is cut before (lm-eval's `until`,
+    # in order: generation.cut_at_stops), the backend adding the model's EOS text as lm-eval's hf model
+    # does; None here: generation ends at EOS or max_new_tokens only.
+    stop: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+    # A "choices" measurement's options: (expected_output, evaluation_config) -> the texts scored after the
+    # row's prompt (a multiple-choice row's choices, a loglikelihood row's one continuation).
+    options: Callable[[str, Mapping[str, Any]], list[str]] | None = None
+    # (evaluation_config, prompt, option) -> (context, the text scored after it) for a completion row.
+    pair: Callable[[Mapping[str, Any], str, str], tuple[str, str]] | None = None
+    # (expected_output, evaluation_config) -> the right option's position, which the measurement records.
+    expected_option: Callable[[str, Mapping[str, Any]], int] | None = None
+    # Whether the score needs each option's `greedy` (every token the model's most likely next one): a
+    # served model is then asked for its top log-probabilities too, and a row it gives none for is an error.
+    needs_greedy: bool = False
+    # Whether a row may name this type in `metrics`, scored on its one output: false for a type whose score
+    # needs its own row's settings beside the text (lm_eval_exact_match's stop strings and filters).
+    as_metric: bool = True
     # Whether `score` takes several references: a row's expected_output may then be a list, and `score` is
     # handed the tuple of them (one string when the row gives one). Other types refuse a list at collection.
     references: bool = False

@@ -10,6 +10,13 @@ evaluation_config:
 - threshold (required): the highest acceptable perplexity.
 - on: "input" (default) scores the row's input, "reference" its expected_output.
 - max_length, stride: the sliding window (defaults: the model's context capped at 1024, max_length / 2).
+- rolling: true scores the text as lm-eval's loglikelihood_rolling does instead (every token once, the
+  first after the model's BOS token, in disjoint windows of the model's whole context); not with
+  max_length or stride. Local models only (a server's echo cannot read the first token after BOS).
+- lm_eval: where a converted row came from (lm_eval_tasks.py), with the document's `word_count` and
+  `byte_count`: the row records lm-eval's word_perplexity, byte_perplexity and bits_per_byte items. Such a
+  row may leave out threshold: it then passes whenever it is measured, and its verdicts are the gates'
+  (no_degradation compares the texts' cross-entropies, paired).
 - bands: three increasing perplexities [a, b, c] that label a benchmark's corpus perplexity excellent (< a),
   good (< b), acceptable (<= c) or poor (> c); default the Japanese adaptation document's [10, 12, 15] (§7.1).
   Perplexities are comparable only within one tokenizer and language: set them for the benchmark's texts.
@@ -24,7 +31,13 @@ from pytest_llmeval.scorers.base import Score
 from pytest_llmeval.scorers.config import check_keys
 
 TEXT_FIELDS = {"input": "input", "reference": "expected_output"}
-KNOWN_KEYS = ("threshold", "on", "max_length", "stride", "bands")
+KNOWN_KEYS = ("threshold", "on", "max_length", "stride", "bands", "rolling", "lm_eval")
+# lm-eval's loglikelihood_rolling metrics, each with the count its (log-likelihood, count) item weighs by.
+LM_EVAL_COUNTS = {
+    "word_perplexity": "word_count",
+    "byte_perplexity": "byte_count",
+    "bits_per_byte": "byte_count",
+}
 DEFAULT_BANDS = (10.0, 12.0, 15.0)
 BAND_NAMES = ("excellent", "good", "acceptable", "poor")
 
@@ -33,9 +46,17 @@ def validate_config(config: Mapping[str, Any]) -> None:
     """Raise ValueError with a one-line reason when the config is invalid."""
     check_keys(config, KNOWN_KEYS, "evaluation_config for perplexity")
     threshold = config.get("threshold")
-    if threshold is None:
+    origin = config.get("lm_eval")
+    if origin is not None and not isinstance(origin, dict):
+        raise ValueError("'lm_eval' must be an object (where a converted row came from)")
+    if threshold is None and origin is None:
         raise ValueError("perplexity needs 'threshold': the highest acceptable perplexity")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 1.0:
+    rolling = config.get("rolling", False)
+    if not isinstance(rolling, bool) or (rolling and ("max_length" in config or "stride" in config)):
+        raise ValueError("'rolling' must be true or false, and takes no max_length or stride")
+    if threshold is None:
+        pass
+    elif isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 1.0:
         raise ValueError(
             f"'threshold' must be a number >= 1 (a perplexity is never below 1), got {threshold!r}"
         )
@@ -90,10 +111,27 @@ def window(config: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 
 def score_measurement(measurement: Mapping[str, Any], config: Mapping[str, Any]) -> Score:
-    """1.0 when the measured perplexity is at or below the threshold; the measurement goes into details."""
+    """1.0 when the measured perplexity is at or below the threshold (a converted row without one: 1.0
+    once measured); the measurement goes into details, and a converted row's lm-eval items beside it."""
+    details: dict[str, Any] = dict(measurement)
+    origin = config.get("lm_eval")
+    if isinstance(origin, Mapping):
+        loglik = -float(measurement["nll"])
+        details["lm_eval"] = {
+            metric: [loglik, int(origin[LM_EVAL_COUNTS[metric]])]
+            for metric in origin.get("metrics") or []
+            if metric in LM_EVAL_COUNTS and LM_EVAL_COUNTS[metric] in origin
+        }
+    if config.get("threshold") is None:
+        return Score(value=1.0, threshold=1.0, details=details)
     bound = float(config["threshold"])
     value = 1.0 if measurement["perplexity"] <= bound else 0.0
-    return Score(value=value, threshold=1.0, details={**measurement, "max_perplexity": bound})
+    return Score(value=value, threshold=1.0, details={**details, "max_perplexity": bound})
+
+
+def rolling(config: Mapping[str, Any]) -> bool:
+    """The text is scored in lm-eval's rolling windows (rolling_perplexities), not the sliding window."""
+    return bool(config.get("rolling", False))
 
 
 def _is_int(value: object) -> bool:
