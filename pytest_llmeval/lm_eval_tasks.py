@@ -4,16 +4,16 @@ lm-eval (an optional extra, tested against 0.4.13) builds every row: its TaskMan
 documents through `process_docs`, `!function` fields and all), the task renders each document
 (`doc_to_text`, `doc_to_choice`, `doc_to_target`, `target_delimiter`, `description`) and draws its few-shot
 examples with the seeds `simple_evaluate` uses, and `build_all_requests` makes the requests lm-eval itself
-would send. This module only writes them down: one multiple_choice row per document, its `input` the
-rendered context (sent raw: no chat template, as lm-eval's `hf` model sends it), its choices the task's, so
-that the JSONL stays the one truth (hashed, versioned, diffable) and scoring needs no lm-eval.
+would send. This module only writes them down, one row per document, each output type by its builder
+(ROW_BUILDERS): multiple_choice here (one context or, WinoGrande's, a context per choice; one right answer,
+several, or TruthfulQA MC2's probability share), generate_until in lm_eval_generate.py, loglikelihood and
+loglikelihood_rolling in lm_eval_likelihood.py. Inputs are the rendered contexts, sent raw (no chat
+template, as lm-eval's `hf` model sends them), so that the JSONL stays the one truth (hashed, versioned,
+diffable) and scoring needs no lm-eval. Groups expand into their tasks, each row recording the groups it is
+in, for results.json's group aggregates (summaries.lm_eval_groups).
 
 What the rows cannot express exactly is refused in one line naming the task and the field, never
-approximated under the task's name. This first part covers `multiple_choice` tasks with one context and one
-gold answer scored by `acc` and `acc_norm` (ARC, HellaSwag, MMLU, PIQA, BoolQ, ...), and `generate_until`
-tasks scored by exact_match after their filters (GSM8K: lm_eval_generate.py); the other output types
-(`loglikelihood`, `loglikelihood_rolling`), several gold answers and varying contexts (WinoGrande) are
-refused, saying so.
+approximated under the task's name.
 
 No pytest, no torch: lm-eval is imported only when a task is converted.
 """
@@ -87,6 +87,10 @@ def parse_data_files(specs: Sequence[str]) -> dict[str, Path]:
         file = Path(path)
         if not file.exists():
             raise LmEvalError(f"--data-files={spec}: {file} does not exist")
+        if file.is_dir() and not _arrow_files(file):
+            raise LmEvalError(
+                f"--data-files={spec}: {file} is a folder without .arrow files (a split `save_to_disk` wrote)"
+            )
         if file.is_file() and file.suffix not in DATA_FORMATS:
             known = ", ".join(sorted(DATA_FORMATS))
             raise LmEvalError(
@@ -96,11 +100,25 @@ def parse_data_files(specs: Sequence[str]) -> dict[str, Path]:
     return out
 
 
+def _arrow_files(folder: Path) -> list[Path]:
+    """The .arrow files of a split `datasets`' save_to_disk wrote (its folder), in order."""
+    return sorted(folder.glob("*.arrow"))
+
+
 def _data_format(files: Mapping[str, Path]) -> str:
-    formats = {DATA_FORMATS[p.suffix] for p in files.values() if p.is_file()}
-    if len(formats) != 1 or any(p.is_dir() for p in files.values()):
-        raise LmEvalError("--data-files: give files of one format (parquet, JSON/JSONL, CSV or arrow)")
+    """The `datasets` builder that reads every split: one format (a save_to_disk split is arrow)."""
+    formats = {"arrow" if p.is_dir() else DATA_FORMATS[p.suffix] for p in files.values()}
+    if len(formats) != 1:
+        raise LmEvalError(
+            "--data-files: give files of one format (parquet, JSON/JSONL, CSV, or arrow: files or "
+            "save_to_disk folders)"
+        )
     return formats.pop()
+
+
+def _split_files(path: Path) -> list[Path]:
+    """The files a split reads: the file itself, or a save_to_disk folder's .arrow files."""
+    return _arrow_files(path) if path.is_dir() else [path]
 
 
 def _fingerprint(files: Mapping[str, Path]) -> str:
@@ -108,9 +126,11 @@ def _fingerprint(files: Mapping[str, Path]) -> str:
     digest = hashlib.sha256()
     for split in sorted(files):
         digest.update(split.encode() + b"\0")
-        with files[split].open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        for file in _split_files(files[split]):
+            digest.update(file.name.encode() + b"\0")
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
     return digest.hexdigest()
 
 
@@ -272,15 +292,21 @@ def _members_under(members: Any, manager: Any) -> list[str]:
 def _files_in(data_dir: Path, name: str) -> dict[str, Path]:
     """DATA_DIR/TASK's data files, {split (the file's stem): path}; one line when there are none."""
     folder = data_dir / name
+    # A file per split (its stem the split), or a DatasetDict save_to_disk wrote (a folder per split).
+    saved = (folder / "dataset_dict.json").is_file()  # save_to_disk's: only its split folders are data
     found = (
-        {p.stem: p for p in sorted(folder.iterdir()) if p.is_file() and p.suffix in DATA_FORMATS}
+        {
+            p.stem: p
+            for p in sorted(folder.iterdir())
+            if (p.is_file() and p.suffix in DATA_FORMATS and not saved) or (p.is_dir() and _arrow_files(p))
+        }
         if folder.is_dir()
         else {}
     )
     if not found:
         raise LmEvalError(
             f"--data-dir={data_dir}: no data for lm-eval task {name} (expected {folder}/SPLIT.jsonl, "
-            "one file per split: parquet, JSON/JSONL, CSV or arrow)"
+            "one file per split: parquet, JSON/JSONL, CSV or arrow; or a DatasetDict's save_to_disk)"
         )
     return found
 
@@ -296,7 +322,9 @@ def _task(name: str, entry: Any, config: Mapping[str, Any], files: Mapping[str, 
             {
                 "dataset_path": _data_format(files),
                 "dataset_name": None,
-                "dataset_kwargs": {"data_files": {s: str(p) for s, p in files.items()}},
+                "dataset_kwargs": {
+                    "data_files": {s: [str(f) for f in _split_files(p)] for s, p in files.items()}
+                },
             },
         )
     return _guarded(name, bool(files), config, lambda: manager.load([spec])["tasks"][name])

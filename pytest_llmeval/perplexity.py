@@ -541,10 +541,12 @@ def _context_batches(
 
 
 def _prefix_order(contexts: dict[tuple[int, ...], list[int]]) -> list[tuple[tuple[int, ...], list[int]]]:
-    """Contexts in token order, then longest first within each group that shares more than the common prefix.
+    """Contexts grouped by the prefix they share beyond the one all share (token order finds them), the
+    groups longest first, and longest first within each group.
 
-    Token order puts the rows of one instruction side by side; within such a group, similar lengths side by
-    side keep the left padding of a batch small (rows' own parts, their inputs, vary in length).
+    Token order puts the rows of one instruction side by side; within such a group, and between groups,
+    similar lengths side by side keep the left padding of a batch small (rows' own parts, their inputs,
+    vary in length).
     """
     from pytest_llmeval.generation import MIN_SHARED_PREFIX, shared_prefix_length
 
@@ -559,6 +561,10 @@ def _prefix_order(contexts: dict[tuple[int, ...], list[int]]) -> list[tuple[tupl
             groups[-1].append(item)
         else:
             groups.append([item])
+    # Groups share no more than the common prefix with one another, so their order costs no sharing: longest
+    # first, so that a batch holds contexts of like length (rows with few-shot examples drawn per row share
+    # nothing past the common prefix, and token order would pad short contexts to long ones).
+    groups.sort(key=lambda group: -max(len(c) for c, _ in group))
     return [item for group in groups for item in sorted(group, key=lambda it: -len(it[0]))]
 
 

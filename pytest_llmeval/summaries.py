@@ -644,12 +644,12 @@ def lm_eval_task_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]
                 mean = figures[metric]
                 count = len(found_values)
                 spread = sum((float(v) - mean) ** 2 for v in found_values) / (count - 1) if count > 1 else 0.0
-                figures[_stderr_key(metric)] = math.sqrt(spread / count)
+                figures[lm_eval_stderr_key(metric)] = math.sqrt(spread / count)
         summary[who] = figures
     return summary
 
 
-def _stderr_key(metric: str) -> str:
+def lm_eval_stderr_key(metric: str) -> str:
     """A metric's standard error's key, as lm-eval names it: acc_stderr, exact_match_stderr,strict-match."""
     name, comma, kept = metric.partition(",")
     return f"{name}_stderr{comma}{kept}"
@@ -690,12 +690,12 @@ def lm_eval_groups(blocks: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]
                 figures[metric] = sum(float(f[metric]) * w for f, w in zip(ran, weights, strict=True)) / sum(
                     weights
                 )
-                stderrs = [f.get(_stderr_key(metric)) for f in ran]
+                stderrs = [f.get(lm_eval_stderr_key(metric)) for f in ran]
                 weighted = bool(rule.get("weight_by_size", True))
                 if all(e is not None for e in stderrs):
                     error = _group_stderr([float(e) for e in stderrs if e is not None], sizes, weighted)
                     if error is not None:
-                        figures[_stderr_key(metric)] = error
+                        figures[lm_eval_stderr_key(metric)] = error
                 figures["n"] = sum(sizes)
             if figures:
                 entry[who] = figures

@@ -187,3 +187,36 @@ def test_a_converted_rolling_row_records_lm_evals_items_and_needs_no_threshold()
     ):
         with pytest.raises(ValueError):
             ppl_scorer.validate_config(bad)
+
+
+def test_the_terminal_summary_shows_tasks_and_groups_as_lm_eval_reports_them() -> None:
+    from pytest_llmeval.reporting.summary import _lm_eval_group_lines, _lm_eval_lines
+
+    block = {
+        "task": "gsm8k",
+        "version": 3.0,
+        "num_fewshot": 5,
+        "lm_eval_version": "0.4.13",
+        "base": {"n": 25, "exact_match,strict-match": 0.04, "exact_match_stderr,strict-match": 0.04},
+    }
+    assert _lm_eval_lines(block) == [
+        "  lm-eval gsm8k v3.0 (5-shot, lm-eval 0.4.13): base exact_match,strict-match 4.0% ± 4.0"
+    ]
+    rolling = {"task": "wikitext", "version": 2.0, "num_fewshot": 0, "lm_eval_version": "0.4.13"}
+    rolling["base"] = {"n": 20, "word_perplexity": 24.8219, "bits_per_byte": 0.93274}
+    assert _lm_eval_lines(rolling)[0].endswith("base word_perplexity 24.822, bits_per_byte 0.933")
+    assert _lm_eval_lines({"tasks": {"a": {}, "b": {}}}) == [
+        "  lm-eval: 2 tasks in one file (each in results.json; the group below)"
+    ]
+    groups = {
+        "g": {
+            "tasks": ["a", "b"],
+            "missing": ["c"],
+            "base": {"n": 40, "acc": 0.5, "acc_stderr": 0.08},
+            "adapter": {"n": 40, "acc": 0.25, "acc_stderr": 0.07},
+        }
+    }
+    assert _lm_eval_group_lines(groups) == [
+        "lm-eval group g (2 tasks): base acc 50.0% ± 8.0; adapter acc 25.0% ± 7.0; NOT lm-eval's figure: 1 "
+        "of its tasks did not run"
+    ]

@@ -247,3 +247,35 @@ def test_converted_rows_score_the_same_serially_and_with_xdist(pytester: pytest.
         assert [c["nll"] for c in score["choices"]] == pytest.approx(
             [c["nll"] for c in other["choices"]], abs=1e-5
         )
+
+
+def test_a_save_to_disk_dataset_gives_the_rows_its_files_give(tmp_path: Path) -> None:
+    """Data where users keep it: a DatasetDict `save_to_disk` wrote (a folder per split of .arrow files), read
+    with --data-dir (DIR/TASK/ the DatasetDict) or --data-files=SPLIT=FOLDER, converts to the very rows the
+    JSONL files give; only the data's fingerprint differs (other bytes)."""
+    import datasets
+
+    splits = {
+        split: datasets.Dataset.from_list(
+            [json.loads(line) for line in (DATA / "arc_easy" / f"{split}.jsonl").read_text().splitlines()]
+        )
+        for split in ("test", "train")
+    }
+    datasets.DatasetDict(splits).save_to_disk(str(tmp_path / "saved" / "arc_easy"))
+    saved = tmp_path / "saved" / "arc_easy"
+    from_jsonl = convert(tmp_path / "a", "arc_easy", *ARC, "--num-fewshot=2")
+    from_dir = convert(tmp_path / "b", "arc_easy", f"--data-dir={tmp_path / 'saved'}", "--num-fewshot=2")
+    from_folders = convert(
+        tmp_path / "c",
+        "arc_easy",
+        f"--data-files=test={saved / 'test'}",
+        f"--data-files=train={saved / 'train'}",
+        "--num-fewshot=2",
+    )
+
+    def without_hash(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for row in rows:
+            assert row["evaluation_config"]["lm_eval"].pop("data_sha256")
+        return rows
+
+    assert without_hash(from_dir) == without_hash(from_folders) == without_hash(from_jsonl)

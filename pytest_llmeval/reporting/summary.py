@@ -26,7 +26,7 @@ from pytest_llmeval.formatting import (
 from pytest_llmeval.gates import describe_criteria
 from pytest_llmeval.records import ADAPTER, BASE
 from pytest_llmeval.results import NO_EFFECT
-from pytest_llmeval.summaries import NEAR_CHANCE
+from pytest_llmeval.summaries import NEAR_CHANCE, lm_eval_stderr_key
 
 
 def _slice_text(entry: Mapping[str, Any], adapter: bool) -> str:
@@ -59,6 +59,57 @@ def _chance_lines(chance: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _lm_eval_figures(block: Mapping[str, Any], metrics: list[str] | None = None) -> str:
+    """Each model's lm-eval metrics as lm-eval reports them: accuracies in percent with their standard
+    error, perplexities and bits as numbers."""
+    parts = []
+    for who in (BASE, ADAPTER):
+        figures = block.get(who)
+        if not figures:
+            continue
+        shown = []
+        for metric in metrics or [k for k in figures if k != "n" and "_stderr" not in k]:
+            if metric not in figures:
+                continue
+            value = float(figures[metric])
+            error = figures.get(lm_eval_stderr_key(metric))
+            if "perplexity" in metric or "bits" in metric:
+                shown.append(f"{metric} {value:.3f}")
+            else:
+                shown.append(
+                    f"{metric} {percent(value)}" + ("" if error is None else f" ± {100 * error:.1f}")
+                )
+        parts.append(f"{who} " + ", ".join(shown))
+    return "; ".join(parts)
+
+
+def _lm_eval_lines(block: Mapping[str, Any] | None) -> list[str]:
+    """A converted lm-eval task's figures as lm-eval reports them (a group file's: its task count)."""
+    if not block:
+        return []
+    if "tasks" in block:
+        return [f"  lm-eval: {len(block['tasks'])} tasks in one file (each in results.json; the group below)"]
+    shots = block.get("num_fewshot")
+    return [
+        f"  lm-eval {block.get('task')} v{block.get('version')} ({shots}-shot, lm-eval "
+        f"{block.get('lm_eval_version')}): {_lm_eval_figures(block)}"
+    ]
+
+
+def _lm_eval_group_lines(groups: Mapping[str, Any] | None) -> list[str]:
+    """Each lm-eval group over its converted tasks, as lm-eval aggregates it."""
+    lines = []
+    for name, group in (groups or {}).items():
+        ran = len(group["tasks"])
+        missing = (
+            f"; NOT lm-eval's figure: {len(group['missing'])} of its tasks did not run"
+            if group["missing"]
+            else ""
+        )
+        lines.append(f"lm-eval group {name} ({ran} tasks): {_lm_eval_figures(group)}{missing}")
+    return lines
+
+
 def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: bool = False) -> list[str]:
     """A compact table for the terminal: per benchmark, base and adapter score, the difference, the gates."""
     adapter = document["mode"] == "adapter_vs_base"
@@ -83,6 +134,7 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
         if bench.get("adapter_effect") == "none":
             lines.append(f"  NO ADAPTER EFFECT: {NO_EFFECT}")
         lines += _chance_lines(bench.get("chance") or {})
+        lines += _lm_eval_lines(bench.get("lm_eval"))
         seq = bench.get("sequential")
         if seq:
             if seq["early"]:
@@ -135,6 +187,7 @@ def summary_lines(document: Mapping[str, Any], *, verbose: bool = True, slices: 
         if verbose and bench.get("gates"):
             verdicts = ", ".join(f"{name} {v['status']}" for name, v in bench["gates"].items())
             lines.append(f"  gates: {verdicts}")
+    lines += _lm_eval_group_lines(document.get("lm_eval_groups"))
     lines += _criteria_lines(document.get("criteria"), verbose=verbose)
     composite = document.get("composite")
     if composite:
