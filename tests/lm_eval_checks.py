@@ -28,11 +28,22 @@ RUN = ("-m", "not gate", "--llmeval-no-history", "-p", "no:randomly")
 Samples = dict[str, dict[int, dict[str, Any]]]  # task -> doc_id -> lm-eval's logged sample
 
 
+@pytest.fixture(scope="session", autouse=True)
+def lm_eval_imported() -> None:
+    """lm-eval and datasets imported once, before any pytester (a test module imports this fixture to use
+    it): pytester drops the modules a test imported when it ends, and datasets cannot be imported twice in a
+    process (pyarrow keeps its types)."""
+    import datasets  # noqa: F401
+    import lm_eval.tasks  # noqa: F401
+
+
 def convert(out: Path, task: str, *args: str) -> list[dict[str, Any]]:
-    """`convert lm-eval TASK --data-dir=tests/data/lm_eval ARGS --out=OUT`: the rows written (a group's in
-    one file, --group-file)."""
-    group = ["--group-file"] if not (DATA / task).is_dir() else []
-    assert cli_main(["convert", "lm-eval", task, f"--data-dir={DATA}", *group, *args, f"--out={out}"]) == 0
+    """`convert lm-eval TASK ARGS --out=OUT`, the data from --data-dir=tests/data/lm_eval unless ARGS name
+    theirs: the rows written (a group's in one file, --group-file)."""
+    own = any(a.startswith(("--data-files=", "--data-dir=")) for a in args)
+    data = [] if own else [f"--data-dir={DATA}"]
+    group = ["--group-file"] if not own and not (DATA / task).is_dir() else []
+    assert cli_main(["convert", "lm-eval", task, *data, *group, *args, f"--out={out}"]) == 0
     return [json.loads(line) for line in (out / f"{task}.jsonl").read_text(encoding="utf-8").splitlines()]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from lm_eval_checks import convert, lm_eval_imported  # noqa: F401 (an autouse fixture)
 
 from pytest_llmeval.cli import main as cli_main
 from pytest_llmeval.results_reader import read_results
@@ -32,19 +33,6 @@ LOGS = DATA.parent / "logs"
 DOCUMENTS = 25  # the test split's, every one compared
 FILTERS = ("strict-match", "flexible-extract")
 RUN = ("bench/gsm8k.jsonl", "-m", "not gate", "--llmeval-no-history", "-p", "no:randomly")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _lm_eval_imported() -> None:
-    """lm-eval and datasets imported once, before any pytester: pytester drops the modules a test imported
-    when it ends, and datasets cannot be imported twice in a process (pyarrow keeps its types)."""
-    import datasets  # noqa: F401
-    import lm_eval.tasks  # noqa: F401
-
-
-def convert(out: Path, task: str, *args: str) -> list[dict[str, Any]]:
-    assert cli_main(["convert", "lm-eval", task, *args, f"--out={out}"]) == 0
-    return [json.loads(line) for line in (out / f"{task}.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def rows_of(path: Path) -> dict[str, dict[str, Any]]:

@@ -7,17 +7,9 @@ is tests/test_lm_eval_tasks.py's live test; the comparison itself is tests/lm_ev
 from __future__ import annotations
 
 import pytest
-from lm_eval_checks import check_aggregates, check_rows, convert, recorded, run
+from lm_eval_checks import check_aggregates, check_rows, convert, lm_eval_imported, recorded, run  # noqa: F401
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _lm_eval_imported() -> None:
-    """lm-eval and datasets imported once, before any pytester: pytester drops the modules a test imported
-    when it ends, and datasets cannot be imported twice in a process (pyarrow keeps its types)."""
-    import datasets  # noqa: F401
-    import lm_eval.tasks  # noqa: F401
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lm_eval_checks import convert, lm_eval_imported  # noqa: F401 (an autouse fixture)
 
 from pytest_llmeval.cli import main as cli_main
 from pytest_llmeval.results_reader import read_results
@@ -24,19 +25,6 @@ ARC = [  # arc_easy's splits, for the tests of one task
 ]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _lm_eval_imported() -> None:
-    """lm-eval and datasets imported once, before any pytester: pytester drops the modules a test imported
-    when it ends, and datasets cannot be imported twice in a process (pyarrow keeps its types)."""
-    import datasets  # noqa: F401
-    import lm_eval.tasks  # noqa: F401
-
-
-def convert(out: Path, task: str, *args: str) -> list[dict[str, Any]]:
-    assert cli_main(["convert", "lm-eval", task, *args, f"--out={out}"]) == 0
-    return [json.loads(line) for line in (out / f"{task}.jsonl").read_text(encoding="utf-8").splitlines()]
-
-
 def data_files(task: str) -> list[str]:
     """--data-files for every split of the task's folder under tests/data/lm_eval/."""
     return [f"--data-files={p.stem}={p}" for p in sorted((DATA / task).glob("*.jsonl"))]
@@ -48,7 +36,6 @@ def test_the_recorded_logs_are_what_lm_eval_does_today(pytester: pytest.Pytester
     parity tests read (tests/test_lm_eval_parity.py) cannot drift from what lm-eval does. The converted rows
     then score as the live run did."""
     from lm_eval_checks import check_aggregates, check_rows, live, recorded, run
-    from lm_eval_checks import convert as convert_from_data
 
     now, results = live("arc_easy", 0)
     then, recorded_results = recorded("arc_easy", 0)
@@ -60,7 +47,7 @@ def test_the_recorded_logs_are_what_lm_eval_does_today(pytester: pytest.Pytester
         assert lls == pytest.approx([r[0][0] for r in old["resps"]], abs=1e-6), doc_id
     for key in ("acc,none", "acc_norm,none", "acc_stderr,none", "acc_norm_stderr,none", "sample_len"):
         assert results["arc_easy"][key] == recorded_results["arc_easy"][key], key
-    rows = convert_from_data(pytester.path / "bench", "arc_easy", "--num-fewshot=0")
+    rows = convert(pytester.path / "bench", "arc_easy", "--num-fewshot=0")
     document = run(pytester, "arc_easy")
     check_aggregates(rows, document, results, check_rows(rows, document, now))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import regex  # re's syntax, with a timeout
 
@@ -94,3 +94,22 @@ def describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+Parsed = TypeVar("Parsed")
+# How many distinct configs a memo keeps: configs that vary row by row are parsed again, never hoarded.
+MEMO_SIZE = 1024
+
+
+def memoised(
+    memo: dict[Hashable, Parsed], key: Hashable | None, config: Any, parse: Callable[[Any], Parsed]
+) -> Parsed:
+    """parse(config), kept in `memo` by `key` (a benchmark's rows mostly share one evaluation_config); a
+    config without a key (None: one that cannot be hashed) is parsed each time."""
+    if key is None:
+        return parse(config)
+    if key not in memo:
+        if len(memo) >= MEMO_SIZE:  # configs that vary row by row: bounded, not a leak
+            memo.clear()
+        memo[key] = parse(config)
+    return memo[key]

@@ -12,14 +12,14 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from pytest_llmeval.formatting import shown
 from pytest_llmeval.scorers.base import Score, as_references
-from pytest_llmeval.scorers.config import compile_regex, find
+from pytest_llmeval.scorers.config import compile_regex, find, memoised
 from pytest_llmeval.scorers.config import describe as _describe
 from pytest_llmeval.scorers.config import quote as _quote
 from pytest_llmeval.scorers.config import threshold as _threshold
@@ -177,7 +177,7 @@ def _canonical_number(match: re.Match[str], *, percent: bool) -> str:
 
 
 # A benchmark's rows mostly share one evaluation_config (most often none): parsed once per distinct one.
-_PARSED: dict[tuple[tuple[Any, type, Any], ...], _Options] = {}
+_PARSED: dict[Hashable, _Options] = {}
 
 
 def _options(config: Mapping[str, Any]) -> _Options:
@@ -188,13 +188,7 @@ def _options(config: Mapping[str, Any]) -> _Options:
         hash(key)
     except TypeError:
         key = None
-    if key is None:
-        return _parse(config)
-    if key not in _PARSED:
-        if len(_PARSED) >= 1024:  # configs that vary row by row: bounded, not a leak
-            _PARSED.clear()
-        _PARSED[key] = _parse(config)
-    return _PARSED[key]
+    return memoised(_PARSED, key, config, _parse)
 
 
 def _parse(config: Mapping[str, Any]) -> _Options:

@@ -29,14 +29,14 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from pytest_llmeval.formatting import shown
 from pytest_llmeval.scorers.base import Score
-from pytest_llmeval.scorers.config import check_keys, describe, quote
+from pytest_llmeval.scorers.config import check_keys, describe, memoised, quote
 from pytest_llmeval.scorers.config import threshold as _threshold
 
 __all__ = [
@@ -232,19 +232,15 @@ def _apply(text: str, steps: Sequence[_Step]) -> str:
 
 
 # A benchmark's rows share one evaluation_config but for the lm_eval block's doc_id: parsed once per config.
-_PARSED: dict[str, _Options] = {}
+_PARSED: dict[Hashable, _Options] = {}
 
 
 def _options(config: Mapping[str, Any]) -> _Options:
     try:
-        key = json.dumps({k: v for k, v in config.items() if k != "lm_eval"}, sort_keys=True)
-    except (TypeError, ValueError, RecursionError):
-        return _parse(config)
-    if key not in _PARSED:
-        if len(_PARSED) >= 1024:  # configs that vary row by row: bounded, not a leak
-            _PARSED.clear()
-        _PARSED[key] = _parse(config)
-    return _PARSED[key]
+        key: str | None = json.dumps({k: v for k, v in config.items() if k != "lm_eval"}, sort_keys=True)
+    except (TypeError, ValueError, RecursionError, AttributeError):
+        key = None
+    return memoised(_PARSED, key, config, _parse)
 
 
 def _parse(config: Mapping[str, Any]) -> _Options:
