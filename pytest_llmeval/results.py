@@ -335,6 +335,7 @@ def build_results(
             entry["rows"] = [_row(r) for r in by_benchmark.get(name, [])]
             entry["gates"] = gates_of.get(name, {})
         document["several_models"] = True
+        _lm_eval_of_every_column(document, by_benchmark, list(kinds))
         if adapters:
             document["top_level"]["reason"] += f"; the top level is adapter {adapters[0]}'s document"
     planned = comparisons.plan(by_benchmark, kinds, meta.get("gate_metrics") or ())
@@ -639,6 +640,34 @@ def _build(
         "lm_eval_groups": lm_eval_groups([b.get("lm_eval") for b in benchmarks]),
         "benchmarks": benchmarks,
     }
+
+
+def _lm_eval_of_every_column(
+    document: dict[str, Any], by_benchmark: Mapping[str, list[RowRecord]], columns: Sequence[str]
+) -> None:
+    """Several columns: each converted lm-eval task's figures, and each group's, for every column (each as
+    its run alone against the base would report them), under `models`; the blocks' own `base` and
+    `adapter` are the top level's column's."""
+    blocks: dict[str, dict[str, Any]] = {}
+    for entry in document["benchmarks"]:
+        block = entry.get("lm_eval")
+        if block is None:
+            continue
+        rows = by_benchmark.get(entry["benchmark_file"], [])
+        for column in columns:
+            found = lm_eval_summary([project(r, column) for r in rows]) or {}
+            blocks.setdefault(column, {})[entry["benchmark_file"]] = found
+            if "tasks" in block:
+                for task, figures in (found.get("tasks") or {}).items():
+                    if ADAPTER in figures and task in block["tasks"]:
+                        block["tasks"][task].setdefault("models", {})[column] = figures[ADAPTER]
+            elif ADAPTER in found:
+                block.setdefault("models", {})[column] = found[ADAPTER]
+    groups = document.get("lm_eval_groups") or {}
+    for column, found in blocks.items():
+        for name, group in (lm_eval_groups(list(found.values())) or {}).items():
+            if name in groups and ADAPTER in group:
+                groups[name].setdefault("models", {})[column] = group[ADAPTER]
 
 
 def _embedded(rows: Sequence[RowRecord]) -> bool:

@@ -266,3 +266,24 @@ def test_a_save_to_disk_dataset_gives_the_rows_its_files_give(tmp_path: Path) ->
         return rows
 
     assert without_hash(from_dir) == without_hash(from_folders) == without_hash(from_jsonl)
+
+
+def test_every_column_gets_its_lm_eval_figures(pytester: pytest.Pytester) -> None:
+    """Two adapters against one base in one run: each column's lm-eval figures (`models`), each the mean of
+    its own rows' lm-eval scores, not only the top level's adapter's."""
+    from helpers import REPO
+
+    rows = convert(pytester.path / "bench", "arc_easy", *ARC, "--limit=6")
+    adapters = [f"--adapter={REPO / 'adapters' / name}" for name in ("date-iso", "sentiment")]
+    result = pytester.runpytest("bench/arc_easy.jsonl", *adapters, "-m", "not gate", "--llmeval-no-history")
+    assert result.ret in (0, 1), result.stdout.str()
+    document = read_results(pytester.path / "results.json")
+    block = document["benchmarks"][0]["lm_eval"]
+    by_column: dict[str, list[float]] = {}
+    for row in document["benchmarks"][0]["rows"]:
+        for column, side in row["models"].items():
+            by_column.setdefault(column, []).append(side["score"]["lm_eval"]["acc"])
+    assert set(block["models"]) == {"date-iso", "sentiment"} and len(rows) == 6
+    for column, figures in block["models"].items():
+        assert figures["n"] == 6 and figures["acc"] == sum(by_column[column]) / 6, column
+    assert block["base"]["acc"] == sum(by_column["base"]) / 6
