@@ -221,14 +221,8 @@ def _built(name: str, manager: Any, data_files: dict[str, Path], data_dir: Path 
         if data_dir is not None:
             data_files = _files_in(data_dir, name)
         return _task(name, entry, config, data_files, manager)
-    if data_dir is None:  # lm-eval builds it whole, each task from its own dataset
-        for task in _configs_under(name, manager):
-            _refuse_output_type(
-                task,
-                manager._factory._load_full_config(manager._entry(task), None).get(
-                    "output_type", "generate_until"
-                ),
-            )
+    if data_dir is None:  # lm-eval builds it whole, each task from its own dataset (refused after: every
+        # output type lm-eval has is converted, and what a row cannot reproduce needs the built task)
         return _guarded(name, bool(data_files), {}, lambda: manager._load_spec(name))
     if kind == "tag":
         return [t for child in sorted(entry.tags) for t in _as_list(_built(child, manager, {}, data_dir))]
@@ -259,34 +253,6 @@ def _built(name: str, manager: Any, data_files: dict[str, Path], data_dir: Path 
 
 def _as_list(found: Any) -> list[Any]:
     return found if isinstance(found, list) else [found]
-
-
-def _configs_under(name: str, manager: Any) -> list[str]:
-    """The task names a group or tag reaches through its YAML's members (none built, nothing read)."""
-    entry = manager._entry(name)
-    if entry is None:
-        return []
-    kind = _kind(entry)
-    if kind == "task":
-        return [name]
-    if kind == "tag":
-        return [t for child in sorted(entry.tags) for t in _configs_under(child, manager)]
-    return _members_under(manager._factory._load_full_config(entry, None).get("task") or [], manager)
-
-
-def _members_under(members: Any, manager: Any) -> list[str]:
-    """The task names a group's `task:` list reaches: names, and the members of groups defined inline."""
-    found = []
-    for member in [members] if isinstance(members, str) else members:
-        if isinstance(member, str):
-            found.extend(_configs_under(member, manager))
-        elif (
-            isinstance(member, Mapping) and isinstance(member.get("task"), (list, str)) and "group" in member
-        ):
-            found.extend(_members_under(member["task"], manager))
-        elif isinstance(member, Mapping) and isinstance(member.get("task"), str):
-            found.extend(_configs_under(member["task"], manager) or [member["task"]])
-    return found
 
 
 def _files_in(data_dir: Path, name: str) -> dict[str, Path]:
