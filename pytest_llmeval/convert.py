@@ -258,20 +258,27 @@ def rows_text(rows: Iterable[Mapping[str, Any]]) -> str:
 
 
 class _Ids:
-    """The ids given so far, with the record that got each: a duplicate names both."""
+    """The ids given so far, with the record that got each: a duplicate names both.
 
-    def __init__(self) -> None:
+    `field` is the record's field the ids come from; `hint` ends each refusal with what to do instead.
+    """
+
+    def __init__(self, field: str = "task_id", hint: str = "") -> None:
         self.first: dict[str, str] = {}
+        self.field = field
+        self.hint = hint
 
     def add(self, row_id: str, where: str, task_id: str) -> str:
         if not _ID_RE.fullmatch(row_id):
             raise ConvertError(
                 where,
-                f"field 'task_id' {task_id!r} makes the row id {row_id!r}, which is not letters, digits "
-                "and . _ + -",
+                f"field '{self.field}' {task_id!r} makes the row id {row_id!r}, which is not letters, digits "
+                f"and . _ + -{self.hint}",
             )
         if row_id in self.first:
-            raise ConvertError(where, f"duplicate task_id {task_id!r} (first at {self.first[row_id]})")
+            raise ConvertError(
+                where, f"duplicate {self.field} {task_id!r} (first at {self.first[row_id]}){self.hint}"
+            )
         self.first[row_id] = where
         return row_id
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import logging
 import random
@@ -32,6 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.convert import rows_text
+from pytest_llmeval.data_files import (
+    DATA_FORMATS,
+    arrow_files,
+    data_format,
+    fingerprint,
+    split_files,
+    unreadable,
+)
 from pytest_llmeval.lm_eval_generate import generate_rows
 from pytest_llmeval.lm_eval_likelihood import likelihood_rows, rolling_rows
 from pytest_llmeval.lm_eval_requests import LmEvalError, by_document, row_id
@@ -53,14 +60,6 @@ __all__ = [
 FEWSHOT_SEED = 1234
 RANDOM_SEED = 0
 NUMPY_SEED = 1234
-# A local file's format by its ending: the `datasets` builder that reads it.
-DATA_FORMATS: dict[str, str] = {
-    ".parquet": "parquet",
-    ".json": "json",
-    ".jsonl": "json",
-    ".csv": "csv",
-    ".arrow": "arrow",
-}
 # The metrics a converted row's scorer computes exactly as lm-eval's process_results does.
 SUPPORTED_METRICS = frozenset({"acc", "acc_norm", "acc_bytes"})
 
@@ -85,53 +84,22 @@ def parse_data_files(specs: Sequence[str]) -> dict[str, Path]:
         if split in out:
             raise LmEvalError(f"--data-files: the split {split!r} is given twice")
         file = Path(path)
-        if not file.exists():
-            raise LmEvalError(f"--data-files={spec}: {file} does not exist")
-        if file.is_dir() and not _arrow_files(file):
-            raise LmEvalError(
-                f"--data-files={spec}: {file} is a folder without .arrow files (a split `save_to_disk` wrote)"
-            )
-        if file.is_file() and file.suffix not in DATA_FORMATS:
-            known = ", ".join(sorted(DATA_FORMATS))
-            raise LmEvalError(
-                f"--data-files={spec}: cannot read a {file.suffix or 'nameless'} file ({known})"
-            )
+        why = unreadable(file)
+        if why is not None:
+            raise LmEvalError(f"--data-files={spec}: {why}")
         out[split] = file
     return out
 
 
-def _arrow_files(folder: Path) -> list[Path]:
-    """The .arrow files of a split `datasets`' save_to_disk wrote (its folder), in order."""
-    return sorted(folder.glob("*.arrow"))
-
-
 def _data_format(files: Mapping[str, Path]) -> str:
     """The `datasets` builder that reads every split: one format (a save_to_disk split is arrow)."""
-    formats = {"arrow" if p.is_dir() else DATA_FORMATS[p.suffix] for p in files.values()}
+    formats = {data_format(p) for p in files.values()}
     if len(formats) != 1:
         raise LmEvalError(
             "--data-files: give files of one format (parquet, JSON/JSONL, CSV, or arrow: files or "
             "save_to_disk folders)"
         )
     return formats.pop()
-
-
-def _split_files(path: Path) -> list[Path]:
-    """The files a split reads: the file itself, or a save_to_disk folder's .arrow files."""
-    return _arrow_files(path) if path.is_dir() else [path]
-
-
-def _fingerprint(files: Mapping[str, Path]) -> str:
-    """sha256 over the data files' names and bytes: two runs on other data are never one series."""
-    digest = hashlib.sha256()
-    for split in sorted(files):
-        digest.update(split.encode() + b"\0")
-        for file in _split_files(files[split]):
-            digest.update(file.name.encode() + b"\0")
-            with file.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()
 
 
 @functools.cache
@@ -264,7 +232,7 @@ def _files_in(data_dir: Path, name: str) -> dict[str, Path]:
         {
             p.stem: p
             for p in sorted(folder.iterdir())
-            if (p.is_file() and p.suffix in DATA_FORMATS and not saved) or (p.is_dir() and _arrow_files(p))
+            if (p.is_file() and p.suffix in DATA_FORMATS and not saved) or (p.is_dir() and arrow_files(p))
         }
         if folder.is_dir()
         else {}
@@ -289,7 +257,7 @@ def _task(name: str, entry: Any, config: Mapping[str, Any], files: Mapping[str, 
                 "dataset_path": _data_format(files),
                 "dataset_name": None,
                 "dataset_kwargs": {
-                    "data_files": {s: [str(f) for f in _split_files(p)] for s, p in files.items()}
+                    "data_files": {s: [str(f) for f in split_files(p)] for s, p in files.items()}
                 },
             },
         )
@@ -594,9 +562,7 @@ def convert_tasks(
                 f"lm-eval task {name}: a document lacks what the task reads: {_one_line(exc)}"
             ) from None
         files = _files_in(data_dir, name) if data_dir is not None else dict(data_files or {})
-        block = origin(
-            name, task, fingerprint=_fingerprint(files) if files else None, lm_eval_version=version
-        )
+        block = origin(name, task, fingerprint=fingerprint(files) if files else None, lm_eval_version=version)
         if groups.get(name):
             block["groups"] = groups[name]
         rows = ROW_BUILDERS[str(task.config.output_type)](name, task, block)

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         description=_paragraphs(
             "The command line beside the pytest plugin: the gate check for CI, the reports again from a "
             "results.json, the history of runs and a page to browse it, a PEFT adaptation against full "
-            "fine-tuning, benchmark rows from HumanEval and MBPP.",
+            "fine-tuning, benchmark rows from HumanEval, MBPP, lm-eval's tasks and your own datasets.",
         ),
         epilog=f"{EXIT_CODES}\n\n"
         + _paragraphs(

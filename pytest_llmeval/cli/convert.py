@@ -1,5 +1,7 @@
 """`pytest-llmeval convert humaneval|mbpp FILE`: benchmark rows from a dataset's own file (convert.py);
-`pytest-llmeval convert lm-eval TASK... --out=DIR`: rows from lm-eval's tasks (lm_eval_tasks.py)."""
+`pytest-llmeval convert lm-eval TASK... --out=DIR`: rows from lm-eval's tasks (lm_eval_tasks.py);
+`pytest-llmeval convert dataset SOURCE --input=FIELD ...`: rows from any dataset by a field mapping
+(dataset_rows.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_llmeval import convert
+from pytest_llmeval import convert, dataset_rows
 from pytest_llmeval.benchmark import DIFFICULTIES
 from pytest_llmeval.cli.common import _exit_codes, _refuse_clashes, _Refused, _subcommand, _write
 
@@ -17,30 +19,45 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     conv = _subcommand(
         commands,
         "convert",
-        help="write benchmark rows from HumanEval's or MBPP's own file, or from lm-eval's tasks",
+        help="write benchmark rows from HumanEval's or MBPP's own file, from lm-eval's tasks, or from a "
+        "dataset of your own",
         description="Write code_execution benchmark rows from HumanEval's or MBPP's own file "
         "(gzip or plain; JSONL, or MBPP's sanitized JSON array).\nThe rows go to -o (written whole, once "
         "every record converted) or to standard output.\n\nWith lm-eval: one benchmark file per task "
         "(a group: per subtask) in --out, each row a document as lm-eval 0.4.13 renders it (its prompt, "
         "few-shot examples and seed), scored as lm-eval scores it (docs/lm-eval.md: the output types). "
-        "Needs pip install 'pytest-llmeval[lm-eval]'.",
+        "Needs pip install 'pytest-llmeval[lm-eval]'.\nWith dataset: one row per record of SOURCE, a "
+        "parquet, JSON/JSONL, CSV or arrow file, a save_to_disk folder or a hub dataset id (read with "
+        "datasets; offline, from its cache), as the field mapping says: --input, --expected and "
+        "--instruction make exact_match rows (or --type), --choices multiple_choice rows. The rows go to -o "
+        "or to standard output.",
         epilog=_exit_codes(
             "0  every record converted and written",
             "2  the file cannot be read or a record converted (nothing written), -o cannot be written, "
             "or an option out of range; with lm-eval, a task unknown, unreadable or not convertible "
-            "exactly (nothing written)",
+            "exactly (nothing written); with dataset, a record without a mapped field or with a bad one "
+            "(nothing written)",
         ),
     )
     conv.add_argument(
-        "dataset", choices=(*convert.DATASETS, LM_EVAL), help="which dataset the file holds, or lm-eval"
+        "dataset",
+        choices=(*convert.DATASETS, LM_EVAL, DATASET),
+        help="which dataset the file holds, or lm-eval, or dataset (any, by a field mapping)",
     )
     conv.add_argument(
         "file",
         nargs="+",
-        help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl; with lm-eval, task or group names",
+        help="the dataset's file, e.g. HumanEval.jsonl.gz or mbpp.jsonl; with lm-eval, task or group names; "
+        "with dataset, SOURCE: a file, a save_to_disk folder or a hub dataset id",
     )
     conv.add_argument("-o", "--output", type=Path, default=None, help="the JSONL to write (default: stdout)")
     conv.add_argument("--difficulty", choices=DIFFICULTIES, default="medium", help="of every row (medium)")
+    conv.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="lm-eval: the first N documents of each task; dataset: the first N records",
+    )
     conv.add_argument("--samples", type=int, default=None, help="samples per problem, for pass@k")
     conv.add_argument("--k", type=_ints, default=None, help="the k of pass@k, e.g. 1,10 (default: 1)")
     conv.add_argument("--temperature", type=float, default=None, help="of the samples (needs --samples > 1)")
@@ -54,7 +71,6 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     lm = conv.add_argument_group("lm-eval")
     lm.add_argument("--out", type=Path, default=None, help="the folder for one TASK.jsonl per task")
     lm.add_argument("--num-fewshot", type=int, default=None, help="few-shot examples (default: the task's)")
-    lm.add_argument("--limit", type=int, default=None, help="the first N documents of each task")
     lm.add_argument(
         "--data-files",
         action="append",
@@ -84,10 +100,54 @@ def _add_convert(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write a group's subtasks into one file, GROUP.jsonl, so that one gate decides on the group "
         "(default: one file per subtask)",
     )
+    own = conv.add_argument_group("dataset")
+    own.add_argument(
+        "--input", dest="input_field", metavar="FIELD", help="the field that is each row's input"
+    )
+    own.add_argument(
+        "--expected",
+        dest="expected_field",
+        metavar="FIELD",
+        help="the field of the expected answer: a text or a list of references; with --choices a choice's "
+        "position (from 0), text or letter (A, B, ...)",
+    )
+    own.add_argument(
+        "--choices",
+        dest="choices_field",
+        metavar="FIELD",
+        help="the list field of the choices, or FIELD,FIELD,... one choice each: multiple_choice rows",
+    )
+    own.add_argument("--instruction", metavar="TEXT", help="every row's instruction (required)")
+    own.add_argument(
+        "--type",
+        dest="evaluation_type",
+        choices=(*dataset_rows.TEXT_TYPES, dataset_rows.CHOICE_TYPE),
+        metavar="TYPE",
+        help=f"the evaluation type: {dataset_rows.DEFAULT_TYPE} (the default), another text type ("
+        + ", ".join(t for t in dataset_rows.TEXT_TYPES if t != dataset_rows.DEFAULT_TYPE)
+        + f"), or {dataset_rows.CHOICE_TYPE} (the default with --choices)",
+    )
+    own.add_argument(
+        "--id",
+        dest="id_field",
+        metavar="FIELD",
+        help="the field of each row's id (default: PREFIX-N, N the record's position from 0)",
+    )
+    own.add_argument(
+        "--id-prefix",
+        metavar="PREFIX",
+        help="the prefix of numbered ids (default: the source's name); with --id, of every id",
+    )
+    own.add_argument(
+        "--tag", dest="tag_field", metavar="FIELD", help="a field whose value tags the row, as FIELD:VALUE"
+    )
+    own.add_argument("--split", metavar="NAME", help="the split of a DatasetDict folder or a hub dataset")
+    own.add_argument("--subset", metavar="NAME", help="a hub dataset's subset (its config name)")
     return conv
 
 
 LM_EVAL = "lm-eval"
+DATASET = "dataset"
 
 
 def _ints(text: str) -> list[int]:
@@ -106,22 +166,50 @@ def _only_for(parser: argparse.ArgumentParser, owner: str, given: list[tuple[str
         parser.error(f"{used[0]} is for {owner}")
 
 
+def _dataset_options(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    return [
+        ("--input", args.input_field),
+        ("--expected", args.expected_field),
+        ("--choices", args.choices_field),
+        ("--instruction", args.instruction),
+        ("--type", args.evaluation_type),
+        ("--id", args.id_field),
+        ("--id-prefix", args.id_prefix),
+        ("--tag", args.tag_field),
+        ("--split", args.split),
+        ("--subset", args.subset),
+    ]
+
+
+def _lm_eval_options(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    return [
+        ("--out", args.out),
+        ("--num-fewshot", args.num_fewshot),
+        ("--data-files", args.data_files),
+        ("--data-dir", args.data_dir),
+        ("--group-file", args.group_file),
+        ("--include-path", args.include_path),
+    ]
+
+
+def _code_options(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    return [
+        ("--samples", args.samples),
+        ("--k", args.k),
+        ("--temperature", args.temperature),
+        ("--timeout", args.timeout),
+        ("--chat", args.chat),
+    ]
+
+
 def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.dataset == LM_EVAL:
         return _convert_lm_eval(parser, args)
-    _only_for(
-        parser,
-        "lm-eval",
-        [
-            ("--out", args.out),
-            ("--num-fewshot", args.num_fewshot),
-            ("--limit", args.limit),
-            ("--data-files", args.data_files),
-            ("--data-dir", args.data_dir),
-            ("--group-file", args.group_file),
-            ("--include-path", args.include_path),
-        ],
-    )
+    if args.dataset == DATASET:
+        return _convert_dataset(parser, args)
+    _only_for(parser, "lm-eval", _lm_eval_options(args))
+    _only_for(parser, "lm-eval and dataset", [("--limit", args.limit)])
+    _only_for(parser, "dataset", _dataset_options(args))
     if len(args.file) != 1:
         parser.error(f"{args.dataset} converts one FILE")
     args.file = Path(args.file[0])
@@ -147,8 +235,14 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         raise _Refused(f"{exc} (nothing written)") from None
     except OSError as exc:
         raise _Refused(f"cannot read {args.file}: {exc.strerror or exc}") from None
-    text = convert.rows_text(rows)
-    if args.output is None:
+    where = _emit(args.output, convert.rows_text(rows))
+    print(f"llmeval: wrote {len(rows)} {args.dataset} rows from {args.file} to {where}", file=sys.stderr)
+    return 0
+
+
+def _emit(output: Path | None, text: str) -> str:
+    """Write the rows to `output`, or to standard output when None; where they went, for the last line."""
+    if output is None:
         out = getattr(sys.stdout, "buffer", None)
         if out is None:  # a text-only stream put in its place (io.StringIO)
             sys.stdout.write(text)
@@ -157,12 +251,45 @@ def _convert(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             sys.stdout.flush()
             out.write(text.encode("utf-8"))
             out.flush()
-        where = "standard output"
-    else:
-        # Whole or not at all (atomic): a benchmark file cut short would run as a smaller benchmark.
-        _write(args.output, text)
-        where = str(args.output)
-    print(f"llmeval: wrote {len(rows)} {args.dataset} rows from {args.file} to {where}", file=sys.stderr)
+        return "standard output"
+    # Whole or not at all (atomic): a benchmark file cut short would run as a smaller benchmark.
+    _write(output, text)
+    return str(output)
+
+
+def _convert_dataset(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _only_for(parser, "humaneval and mbpp", _code_options(args))
+    _only_for(parser, "lm-eval", _lm_eval_options(args))
+    if len(args.file) != 1:
+        parser.error("dataset converts one SOURCE")
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be 1 or more")
+    try:
+        fields = dataset_rows.FieldMap(
+            input=args.input_field or "",
+            expected=args.expected_field or "",
+            instruction=args.instruction or "",
+            choices=tuple(args.choices_field.split(",")) if args.choices_field is not None else (),
+            id=args.id_field,
+            id_prefix=args.id_prefix,
+            tag=args.tag_field,
+            evaluation_type=args.evaluation_type,
+            difficulty=args.difficulty,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    source = args.file[0]
+    if args.output is not None:
+        _refuse_clashes([("--output", args.output)], [("SOURCE", Path(source))])
+    try:
+        opened = dataset_rows.read_source(source, subset=args.subset, split=args.split)
+        rows = dataset_rows.dataset_rows(opened, fields, limit=args.limit)
+    except convert.ConvertError as exc:
+        raise _Refused(f"{exc} (nothing written)") from None
+    except OSError as exc:
+        raise _Refused(f"cannot read {source}: {exc.strerror or exc}") from None
+    where = _emit(args.output, convert.rows_text(rows))
+    print(f"llmeval: wrote {len(rows)} rows from {opened.label} to {where}", file=sys.stderr)
     return 0
 
 
@@ -171,18 +298,9 @@ def _convert_lm_eval(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
     if args.out is None:
         parser.error("lm-eval writes one file per task: give --out=DIR")
-    _only_for(
-        parser,
-        "humaneval and mbpp",
-        [
-            ("-o", args.output),
-            ("--samples", args.samples),
-            ("--k", args.k),
-            ("--temperature", args.temperature),
-            ("--timeout", args.timeout),
-            ("--chat", args.chat),
-        ],
-    )
+    _only_for(parser, "humaneval, mbpp and dataset", [("-o", args.output)])
+    _only_for(parser, "humaneval and mbpp", _code_options(args))
+    _only_for(parser, "dataset", _dataset_options(args))
     for option, value in (("--num-fewshot", args.num_fewshot), ("--limit", args.limit)):
         if value is not None and value < (0 if option == "--num-fewshot" else 1):
             parser.error(f"{option} must be {'0 or more' if option == '--num-fewshot' else '1 or more'}")
