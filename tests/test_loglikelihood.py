@@ -15,9 +15,10 @@ import pytest
 import torch
 from helpers import jsonl, model_args, row
 
+from pytest_llmeval import perplexity
 from pytest_llmeval.generation import build_prompt
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
-from pytest_llmeval.perplexity import continuation_nll
+from pytest_llmeval.perplexity import _share_prefixes, continuation_nll, continuation_scores
 
 # The issue's bound: a float32 model within 2e-4 nats of its float64 self.
 TOLERANCE = 2e-4
@@ -65,6 +66,26 @@ def test_shared_contexts_give_the_definitions_values(tiny: LoadedModel) -> None:
     expected = reference(tiny.model, pairs)
     got = continuation_nll(tiny.model, tiny.tokenizer, pairs)
     assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager", "flash (no custom masks: a second pass)"])
+def test_every_attention_gives_the_definitions_values(
+    tiny: LoadedModel, attention: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Choices packed after their context under a 4D mask (sdpa and eager read it), or, where the attention
+    takes no custom mask, run in a second pass on copies of the context's cache: the same values."""
+    model = copy.deepcopy(tiny.model)
+    if attention == "eager":
+        model.set_attn_implementation("eager")
+    if attention.startswith("flash"):
+        monkeypatch.setattr(perplexity, "_takes_custom_masks", lambda model: False)
+    else:
+        assert perplexity._takes_custom_masks(model)
+    pairs = pairs_of(tiny, QUESTIONS)
+    expected = reference(tiny.model, pairs)
+    for size in (None, 2):
+        got = continuation_nll(model, tiny.tokenizer, pairs, batch_size=size)
+        assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE, size
 
 
 def test_every_batch_size_gives_the_same_values(tiny: LoadedModel) -> None:
@@ -126,6 +147,53 @@ def test_a_context_longer_than_the_window_loses_its_oldest_tokens(tiny: LoadedMo
     assert max(abs(g - e) for g, e in zip(got, expected, strict=True)) < TOLERANCE
     with pytest.raises(ValueError, match=r"pair 0: a .*-token continuation exceeds the context"):
         continuation_nll(tiny.model, tok, [(long_context[:5], long_context[: limit + 1])])
+
+
+def test_contexts_differing_near_the_end_share_their_prefix(tiny: LoadedModel) -> None:
+    """WinoGrande's shape: each option completes the context, one continuation per context. The prefix two
+    contexts share is read once (perplexity._share_prefixes), the options' own tokens run unscored before
+    the continuation, and every value and greedy flag is still the definition's."""
+    tok = tiny.tokenizer
+    shots = "The trophy did not fit in the suitcase because the trophy was too big. " * 3
+    pairs = []
+    for sentence, options, rest in [
+        ("Sam took the bread from the basket because the", [" basket", " loaf of bread"], " was empty."),
+        ("The dog chased the cat until the", [" dog", " black cat", " tired old animal"], " got tired."),
+        ("Ann lent Beth a book, so", [" Ann", " Beth Smith"], " was kind."),
+    ]:
+        for option in options:
+            context = tok(shots + sentence + option, add_special_tokens=False)["input_ids"]
+            pairs.append((context, tok(rest, add_special_tokens=False)["input_ids"]))
+    pairs.append(
+        (pairs[0][0], tok(" was full.", add_special_tokens=False)["input_ids"])
+    )  # a context's 2nd pair
+    pairs += pairs_of(tiny, QUESTIONS[:2])
+    moved = continuation_scores_leads(pairs)
+    # Cut back to what they share: the options of the last two sentences (5); the first sentence's " basket"
+    # context has two pairs and keeps its own pass, so " bread", sharing with nothing cut, keeps its too.
+    assert [bool(lead) for lead in moved[:7]] == [False, False, True, True, True, True, True]
+    assert not any(moved[7:])
+    assert max(moved) > 1  # options of several tokens: their own tokens run unscored before the continuation
+    expected = reference(tiny.model, pairs)
+    model64 = copy.deepcopy(tiny.model).double()
+    for size in (None, 1, 3):
+        got = continuation_scores(tiny.model, tok, pairs, batch_size=size)
+        assert max(abs(g - e) for (g, _), e in zip(got, expected, strict=True)) < TOLERANCE, size
+        for (context, continuation), (_, greedy) in zip(pairs, got, strict=True):
+            ids = torch.tensor([context + continuation])  # (1, T)
+            with torch.inference_mode():
+                top = model64(ids).logits[0, len(context) - 1 : -1].argmax(dim=-1)  # (K,)
+            assert greedy == (top.tolist() == continuation), size
+
+
+def continuation_scores_leads(pairs: list[tuple[list[int], list[int]]]) -> list[int]:
+    """The lead of each pair after _share_prefixes: how many context tokens moved to its continuation."""
+    contexts: dict[tuple[int, ...], list[int]] = {}
+    for index, (context, _) in enumerate(pairs):
+        contexts.setdefault(tuple(context), []).append(index)
+    leads = [0] * len(pairs)
+    _share_prefixes(contexts, [list(c) for _, c in pairs], leads)
+    return leads
 
 
 @pytest.mark.slow
