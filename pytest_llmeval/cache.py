@@ -55,12 +55,57 @@ SKIPPED_PREFIXES = (".", "README", "LICENSE", "NOTICE", "USE_POLICY")
 SKIPPED_SUFFIXES = (".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".gguf", ".onnx", ".h5", ".msgpack")
 # What peft reads from an adapter folder; metadata.json, training data and READMEs do not change outputs.
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-# The code that turns weights and a prompt into text, or a text into a measurement (perplexity, the
-# choices' log-likelihoods, kept in the cache too): an edit to it (a decoding fix, a new measured field)
-# must not be served results of the old code.
-CODE_MODULES = ("generation.py", "models.py", "perplexity.py", "measures.py")
-# A served model's outputs depend on our client and prompt building, not on our weights code.
-SERVED_CODE_MODULES = ("endpoint.py", "generation.py", "logprobs.py")
+# The code, by path in the package, that turns weights and a row into text or a measurement (perplexity,
+# the choices' log-likelihoods, kept in the cache too): an edit to it (a decoding fix, a new measured field,
+# another pairing of context and choice) must not be served results of the old code. A measurement is keyed
+# by the row's content, not by the pairs read, so the code from a row to its pairs is here too: the prompt
+# mode (planning), the templates (prompts) and each scorer's request hooks (options, pair, completion).
+# tests/test_cache.py holds every package module these import to this list or to OUTSIDE_THE_KEY, so code
+# moved into a new file cannot silently drop out of the key.
+_ROW_TO_REQUEST = (
+    "generation.py",
+    "prompts.py",
+    "planning.py",
+    "scorers/__init__.py",
+    "scorers/base.py",
+    "scorers/config.py",
+    "scorers/multiple_choice.py",
+    "scorers/loglikelihood.py",
+    "scorers/perplexity.py",
+    "scorers/lm_eval_exact_match.py",
+    "scorers/code_execution.py",
+)
+CODE_PATHS = (*_ROW_TO_REQUEST, "backends/local.py", "models.py", "perplexity.py", "measures.py")
+# A served model's outputs depend on our client, its parsing and the requests built, not on our weights code.
+SERVED_CODE_PATHS = (*_ROW_TO_REQUEST, "backends/served.py", "endpoint.py", "logprobs.py", "perplexity.py")
+# Package modules the code above imports that cannot change an output or a measurement, and why.
+OUTSIDE_THE_KEY: dict[str, str] = {
+    "__init__.py": "the package's version and exports",
+    "backends/__init__.py": "the backends' names",
+    "backends/base.py": "the protocol's types",
+    "benchmark.py": "reads rows; what it reads (the row's content) is in the key itself",
+    "cache.py": "the cache itself",
+    "costs.py": "the time and token ledger",
+    "early_stop.py": "which rows run, not what a row gives",
+    "endpoint.py": "the served client (in SERVED_CODE_PATHS; a local column sends nothing)",
+    "formatting.py": "text for people: numbers and lists in messages",
+    "inputs.py": "input checks that refuse, never change, a row",
+    "measures.py": "runs local models (in CODE_PATHS); a served column uses its judge alone",
+    "models.py": "loads weights (in CODE_PATHS); a served column loads none",
+    "recall.py": "a memo of set-up facts",
+    "records.py": "the record types outputs are put in",
+    "roster.py": "which columns run",
+    "rowstore.py": "where scored rows are kept",
+    "run_options.py": "the options; those that change an output are in the key material themselves",
+    "scorers/llm_judge.py": "the judge's prompt, which is keyed by its own text",
+    "summaries.py": "aggregates after scoring",
+    "sandbox/__init__.py": "runs generated code to score it; scores are not cached",
+    "sandbox/runs.py": "runs generated code to score it; scores are not cached",
+    **{
+        f"scorers/{name}.py": "scores an output once it is made; scores are not cached"
+        for name in ("bleu", "char_accuracy", "custom", "exact_match", "fuzzy", "rouge", "semantic")
+    },
+}
 
 
 def canonical(value: Any) -> bytes:
@@ -228,10 +273,11 @@ def installed_version(dist: str) -> str:
         return "absent"
 
 
-def code_fingerprint(modules: Sequence[str] = CODE_MODULES) -> str:
-    """sha256 of the modules that turn weights (or a server's answers) and prompts into text."""
+def code_fingerprint(paths: Sequence[str] = CODE_PATHS) -> str:
+    """sha256 of the modules, by path in the package, that turn weights (or a server's answers) and rows into
+    text or a measurement."""
     package = Path(__file__).resolve().parent
-    return sha256_json([[name, _sha256_file(package / name)] for name in modules])
+    return sha256_json([[path, _sha256_file(package / path)] for path in paths])
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import copy as copy_module
 import dataclasses
+import inspect
 import json
 import multiprocessing
 import os
@@ -20,8 +22,9 @@ from helpers import jsonl, row
 
 from pytest_llmeval import cache as cache_module
 from pytest_llmeval.cache import (
-    CODE_MODULES,
-    SERVED_CODE_MODULES,
+    CODE_PATHS,
+    OUTSIDE_THE_KEY,
+    SERVED_CODE_PATHS,
     SIDES,
     CacheStats,
     FileIndex,
@@ -246,13 +249,83 @@ def test_key_is_the_same_in_another_process(tmp_path: Path) -> None:
 # --- batch composition ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("modules", [CODE_MODULES, SERVED_CODE_MODULES], ids=["weights", "served"])
-def test_every_module_the_code_fingerprint_hashes_exists(modules: tuple[str, ...]) -> None:
-    """The cache's code fingerprint hashes modules by name: a module moved into a package (issue 37's new
-    layout) would leave a name that hashes nothing, and the cache would silently stop seeing code changes."""
-    package = Path(cache_module.__file__).parent
-    assert [name for name in modules if not (package / name).is_file()] == []
-    assert cache_module.code_fingerprint(modules) == cache_module.code_fingerprint(modules)  # reads them all
+PACKAGE = Path(cache_module.__file__).resolve().parent
+
+
+def package_imports(path: str) -> set[str]:
+    """The package modules a module imports, at its top or inside its functions, by path in the package."""
+    found: set[str] = set()
+
+    def add(dotted: str) -> None:
+        parts = dotted.split(".")[1:]  # without "pytest_llmeval"
+        for candidate in (
+            Path(*parts, "__init__.py"),
+            Path(*parts[:-1], f"{parts[-1]}.py") if parts else None,
+        ):
+            if candidate is not None and (PACKAGE / candidate).is_file():
+                found.add(candidate.as_posix())
+                return
+
+    for node in ast.walk(ast.parse((PACKAGE / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_llmeval"):
+            add(node.module or "")
+            for alias in node.names:  # `from pytest_llmeval.scorers import multiple_choice` names a module
+                add(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pytest_llmeval"):
+                    add(alias.name)
+    return found
+
+
+@pytest.mark.parametrize("paths", [CODE_PATHS, SERVED_CODE_PATHS], ids=["weights", "served"])
+def test_every_module_the_code_fingerprint_hashes_exists(paths: tuple[str, ...]) -> None:
+    """The cache's code fingerprint hashes modules by path: a module moved elsewhere would leave a path that
+    hashes nothing, and the cache would silently stop seeing code changes."""
+    assert [path for path in paths if not (PACKAGE / path).is_file()] == []
+    assert cache_module.code_fingerprint(paths) == cache_module.code_fingerprint(paths)  # reads them all
+
+
+@pytest.mark.parametrize("paths", [CODE_PATHS, SERVED_CODE_PATHS], ids=["weights", "served"])
+def test_every_module_on_the_path_is_in_the_code_fingerprint(paths: tuple[str, ...]) -> None:
+    """Code moved out of a fingerprinted module into a new one (which it then imports) must join the key, or
+    be named, with the reason, as unable to change an output: else the cache serves the old code's values."""
+    unlisted = {
+        f"{path} imports {imported}"
+        for path in paths
+        for imported in package_imports(path)
+        if imported not in paths and imported not in OUTSIDE_THE_KEY
+    }
+    assert sorted(unlisted) == []
+    assert package_imports("measures.py") >= {"perplexity.py", "generation.py"}  # the walk finds imports
+
+
+def test_every_scorers_request_hooks_are_in_the_code_fingerprint() -> None:
+    """A measurement is keyed by its row's content: the hooks that turn a row into what a model is asked
+    (the options and their pairs, the expected option, the prompt mode, the stop strings) decide its value."""
+    from pytest_llmeval.scorers import SCORERS
+
+    hooks = ("options", "pair", "expected_option", "completion", "stop", "needs_greedy")
+    files = {
+        f"{name}.{hook}": Path(inspect.getfile(function)).resolve().relative_to(PACKAGE).as_posix()
+        for name, spec in SCORERS.items()
+        for hook in hooks
+        if callable(function := getattr(spec, hook, None))
+    }
+    assert "multiple_choice.pair" in files  # the hooks are found
+    for paths in (CODE_PATHS, SERVED_CODE_PATHS):
+        assert {hook: path for hook, path in files.items() if path not in paths} == {}
+
+
+def test_the_code_fingerprint_follows_a_request_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit to a scorer's pairing of context and choice changes the key (it was outside it before)."""
+    copy = tmp_path / "pytest_llmeval"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache_module, "__file__", str(copy / "cache.py"))
+    before = cache_module.code_fingerprint()
+    target = copy / "scorers" / "multiple_choice.py"
+    target.write_text(target.read_text(encoding="utf-8") + "\n# an edit\n", encoding="utf-8")
+    assert cache_module.code_fingerprint() != before
 
 
 def test_batch_invariance_only_for_exact_float32() -> None:

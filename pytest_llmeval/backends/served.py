@@ -555,7 +555,7 @@ class ServedBackend:
         log-probability (to a tenth of a nat: a server's last digits vary between runs), the seed sent, and
         this client's code. Weights a client never sees can only be known by what they answer: another model
         behind the same URL and name answers otherwise, and is a miss, never a stale answer."""
-        from pytest_llmeval.cache import SERVED_CODE_MODULES, ModelIdentity, code_fingerprint, sha256_json
+        from pytest_llmeval.cache import SERVED_CODE_PATHS, ModelIdentity, code_fingerprint, sha256_json
 
         served = self._probed(column)
         alignment = served.alignment
@@ -582,7 +582,7 @@ class ServedBackend:
             tokenizer="as served",
             dtype="as served",
             device="endpoint",
-            software={"code": code_fingerprint(SERVED_CODE_MODULES)},
+            software={"code": code_fingerprint(SERVED_CODE_PATHS)},
             batch_invariant=True,  # each request stands alone: no batch of ours shapes its output
         )
 
