@@ -7,7 +7,7 @@ generation sees it (the chat template) is the context, and its choices are its e
 others' expected outputs of the same file (distinct, deterministic). Two workloads: two choices per row
 and four choices per row. Both tools score the same (context, continuation) strings with the same model
 object:
-- ours: pytest_llmeval.perplexity.continuation_nll, as multiple_choice rows use it (each context computed
+- ours: pytest_llmeval.continuations.continuation_nll, as multiple_choice rows use it (each context computed
   once for all its choices through a KV cache, the batch's shared prefix once per batch).
 - lm-eval: HFLM.loglikelihood (batch size 16), which runs every pair as a full window (its own
   one-context-many-continuations trick only applies to one-token continuations, through logits reuse).
@@ -31,9 +31,9 @@ from typing import Any
 # bench/ is the script's folder, first on sys.path: one best_of for every benchmark that alternates variants.
 from perplexity import best_of
 
+from pytest_llmeval.continuations import continuation_nll
 from pytest_llmeval.generation import build_prompt
 from pytest_llmeval.models import ModelSpec, load
-from pytest_llmeval.perplexity import continuation_nll
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = ("dates.jsonl", "sentiment.jsonl")

@@ -75,7 +75,14 @@ _ROW_TO_REQUEST = (
     "scorers/lm_eval_exact_match.py",
     "scorers/code_execution.py",
 )
-CODE_PATHS = (*_ROW_TO_REQUEST, "backends/local.py", "models.py", "perplexity.py", "measures.py")
+CODE_PATHS = (
+    *_ROW_TO_REQUEST,
+    "backends/local.py",
+    "models.py",
+    "perplexity.py",
+    "continuations.py",
+    "measures.py",
+)
 # A served model's outputs depend on our client, its parsing and the requests built, not on our weights code.
 SERVED_CODE_PATHS = (*_ROW_TO_REQUEST, "backends/served.py", "endpoint.py", "logprobs.py", "perplexity.py")
 # Package modules the code above imports that cannot change an output or a measurement, and why.

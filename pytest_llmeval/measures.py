@@ -77,13 +77,13 @@ ROLLING_DEFAULT_LENGTH = 2048
 
 
 def rolling_perplexities(loaded: LoadedModel, texts: Sequence[str], *, columns: Sequence[str]) -> Columns:
-    """Per text, as lm-eval's loglikelihood_rolling scores it (perplexity.rolling_windows): every token once,
-    the first after the model's BOS (else EOS) token, in disjoint windows of the model's whole context;
+    """Per text, as lm-eval's loglikelihood_rolling scores it (continuations.rolling_windows): every token
+    once, the first after the model's BOS (else EOS) token, in disjoint windows of the model's whole context;
     the keys text_perplexities gives, so that the corpus figures read both alike."""
     import math
 
+    from pytest_llmeval.continuations import continuation_nll, rolling_windows
     from pytest_llmeval.generation import context_length
-    from pytest_llmeval.perplexity import continuation_nll, rolling_windows
 
     tok = loaded.tokenizer
     prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
@@ -139,8 +139,8 @@ def choice_likelihoods(
     """Per multiple-choice row: every choice's NLL after the row's prompt, all choices in shared batches.
 
     `prompts`: each row's prompt when it is not the one build_prompt makes (cut to fit the context)."""
+    from pytest_llmeval.continuations import continuation_scores, encode_pair
     from pytest_llmeval.generation import build_prompt, raw_prompt
-    from pytest_llmeval.perplexity import continuation_scores, encode_pair
     from pytest_llmeval.planning import completion_mode
     from pytest_llmeval.scorers import SCORERS
 

@@ -16,9 +16,9 @@ from helpers import jsonl, model_args, row
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_llmeval.continuations import continuation_nll
 from pytest_llmeval.generation import Sampling, build_prompt, generate
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
-from pytest_llmeval.perplexity import continuation_nll
 from pytest_llmeval.scorers import llm_judge, multiple_choice
 
 REPO = Path(__file__).resolve().parent.parent

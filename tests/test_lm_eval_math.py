@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmeval.perplexity import rolling_windows
+from pytest_llmeval.continuations import rolling_windows
 from pytest_llmeval.scorers import loglikelihood, multiple_choice
 from pytest_llmeval.scorers import perplexity as ppl_scorer
 from pytest_llmeval.summaries import lm_eval_aggregate, lm_eval_groups

@@ -170,12 +170,12 @@ def test_a_served_model_gives_the_in_process_numbers(pytester: pytest.Pytester) 
     ],
 )
 def test_pairs_are_encoded_as_lm_eval_encodes_them(context: str, continuation: str) -> None:
-    """perplexity.encode_pair against lm-eval's own LM._encode_pair, on the embedded tokenizer."""
+    """continuations.encode_pair against lm-eval's own LM._encode_pair, on the embedded tokenizer."""
     from lm_eval.api.model import TemplateLM
     from transformers import AutoTokenizer
 
+    from pytest_llmeval.continuations import encode_pair
     from pytest_llmeval.models import embedded_model_dir
-    from pytest_llmeval.perplexity import encode_pair
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
 

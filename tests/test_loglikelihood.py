@@ -15,10 +15,10 @@ import pytest
 import torch
 from helpers import jsonl, model_args, row
 
-from pytest_llmeval import perplexity
+from pytest_llmeval import continuations
+from pytest_llmeval.continuations import _share_prefixes, continuation_nll, continuation_scores
 from pytest_llmeval.generation import build_prompt
 from pytest_llmeval.models import LoadedModel, ModelSpec, load
-from pytest_llmeval.perplexity import _share_prefixes, continuation_nll, continuation_scores
 
 # The issue's bound: a float32 model within 2e-4 nats of its float64 self.
 TOLERANCE = 2e-4
@@ -78,9 +78,9 @@ def test_every_attention_gives_the_definitions_values(
     if attention == "eager":
         model.set_attn_implementation("eager")
     if attention.startswith("flash"):
-        monkeypatch.setattr(perplexity, "_takes_custom_masks", lambda model: False)
+        monkeypatch.setattr(continuations, "_takes_custom_masks", lambda model: False)
     else:
-        assert perplexity._takes_custom_masks(model)
+        assert continuations._takes_custom_masks(model)
     pairs = pairs_of(tiny, QUESTIONS)
     expected = reference(tiny.model, pairs)
     for size in (None, 2):
@@ -151,7 +151,7 @@ def test_a_context_longer_than_the_window_loses_its_oldest_tokens(tiny: LoadedMo
 
 def test_contexts_differing_near_the_end_share_their_prefix(tiny: LoadedModel) -> None:
     """WinoGrande's shape: each option completes the context, one continuation per context. The prefix two
-    contexts share is read once (perplexity._share_prefixes), the options' own tokens run unscored before
+    contexts share is read once (continuations._share_prefixes), the options' own tokens run unscored before
     the continuation, and every value and greedy flag is still the definition's."""
     tok = tiny.tokenizer
     shots = "The trophy did not fit in the suitcase because the trophy was too big. " * 3

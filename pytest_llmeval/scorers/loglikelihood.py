@@ -11,7 +11,7 @@ evaluation_config:
   expected_output).
 - prompt_mode: "chat" (default: the continuation is the assistant's answer under the chat template) or
   "completion" (the input is the whole context, sent raw, and the pair is encoded as lm-eval encodes it:
-  perplexity.encode_pair).
+  continuations.encode_pair).
 - lm_eval: where a converted row came from (lm_eval_tasks.py); its row records lm-eval's per-row items
   (perplexity: the log-likelihood; acc: greedy or not).
 

@@ -2,7 +2,7 @@
 
 Nothing is generated. The evaluator scores every choice's tokens after the row's prompt (the chat template
 with the instruction and input, as for generation) with the model itself, adapter off and on, all choices
-of a chunk in shared forward passes (perplexity.continuation_nll), and hands the log-likelihoods here.
+of a chunk in shared forward passes (continuations.continuation_nll), and hands the log-likelihoods here.
 
 evaluation_config:
 - choices (required): two or more distinct non-empty strings.
