@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 
-.PHONY: setup llama demo lm-eval-demo lm-eval-logs test test-fast test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
+.PHONY: setup llama demo lm-eval-demo lm-eval-logs test test-fast test-xdist-oldest test-profile bench lint docs check-actions package-check check mutants train-demo peft-vs-sft
 
 setup: $(STAMP)
 
@@ -107,6 +107,16 @@ test: $(STAMP) $(LLAMA_STAMP)
 
 # The quick loop (under 3 minutes on 2 cores): everything but the tests marked slow (the real model, the
 # browser, the sandbox at scale), in parallel, then the fast serial tail.
+# The scheduler (distribution.py) overrides pytest-xdist internals: its tests and the -n runs that lean on it,
+# on the oldest pytest-xdist pyproject allows (the venv has the newest), put first on the path.
+XDIST_OLDEST := 3.5.0
+test-xdist-oldest: $(STAMP)
+	$(PIP) install -q --no-deps --target .xdist-oldest pytest-xdist==$(XDIST_OLDEST)
+	PYTHONPATH=.xdist-oldest $(BIN)/python -c "import xdist; assert xdist.__version__ == '$(XDIST_OLDEST)'"
+	PYTHONPATH=.xdist-oldest $(BIN)/pytest -q -n 2 tests/test_distribution.py tests/test_gate_items.py \
+	  tests/test_interrupts.py tests/test_plugin.py tests/test_sequential.py tests/test_run_state.py \
+	  tests/test_gate_statistics.py tests/test_results_contract.py tests/test_not_run.py
+
 test-fast: $(STAMP)
 	rc=0; \
 	$(BIN)/pytest -q $(PARALLEL) -m "not slow and not serial" || rc=$$?; \

@@ -119,6 +119,27 @@ def test_the_hook_replaces_the_load_scheduler_only(pytester: pytest.Pytester) ->
     assert type(scheduler(pytester, "--dist=loadfile")) is LoadFileScheduling
 
 
+def test_the_xdist_internals_the_scheduler_relies_on_are_there() -> None:
+    """ChunkScheduling overrides LoadScope's private `_reschedule` and `_assign_work_unit` (and its public
+    `remove_node`) and reads its `workqueue`, `assigned_work` and `registered_collections`: pyproject caps
+    pytest-xdist below 4 for this, and `make test-xdist-oldest` runs these tests on 3.5, the oldest allowed.
+    A release that renamed any of them fails here, by name, rather than scheduling rows wrongly."""
+    import inspect
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    for name, parameters in {
+        "_split_scope": ["self", "nodeid"],
+        "_reschedule": ["self", "node"],
+        "_assign_work_unit": ["self", "node"],
+        "remove_node": ["self", "node"],
+    }.items():
+        assert list(inspect.signature(getattr(LoadScopeScheduling, name)).parameters) == parameters, name
+    init = inspect.getsource(LoadScopeScheduling.__init__)
+    for attribute in ("self.workqueue", "self.assigned_work", "self.registered_collections"):
+        assert attribute in init, attribute
+
+
 def test_a_scope_is_a_chunk_of_one_file_and_anything_else_is_alone(pytester: pytest.Pytester) -> None:
     sched = scheduler(pytester)
     start(sched, COLLECTION)
