@@ -26,7 +26,8 @@ from typing import Any
 
 from pytest_llmeval import history
 from pytest_llmeval.reporting.viewer_page import render
-from pytest_llmeval.results import SCHEMA_VERSION, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION
+from pytest_llmeval.results_file import write_atomic
 from pytest_llmeval.viewer import STEPS, build_payload
 
 

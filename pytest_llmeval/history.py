@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.records import BenchmarkInfo
-from pytest_llmeval.results import SCHEMA_VERSION, Baseline, previous_comparison, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION, Baseline, previous_comparison
+from pytest_llmeval.results_file import write_atomic
 from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 HISTORY_DIR = Path(".llmeval") / "history"

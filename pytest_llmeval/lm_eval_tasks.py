@@ -596,7 +596,7 @@ CONVERTED_OUTPUT_TYPES = tuple(ROW_BUILDERS)
 
 def write_tasks(converted: Iterable[TaskRows], out: Path) -> list[Path]:
     """Each task's rows to OUT/TASK.jsonl (whole files, written once every task converted)."""
-    from pytest_llmeval.results import write_text_atomic
+    from pytest_llmeval.results_file import write_text_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     written = []

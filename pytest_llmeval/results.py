@@ -13,18 +13,15 @@ fields, validated against its schema in the tests); `benchmarks[]` keeps every b
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, TypeAlias, TypedDict, cast
 
 from pytest_llmeval import comparisons
 from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.gates import criteria_entry
-from pytest_llmeval.inputs import write_bytes_atomic
 from pytest_llmeval.records import (
     ADAPTER,
     BASE,
@@ -35,13 +32,12 @@ from pytest_llmeval.records import (
     metric_value,
     partner,
     score,
-    score_value,
     side,
     variant_of,
 )
+from pytest_llmeval.slices import slices_summary
 from pytest_llmeval.summaries import (
     DEFAULT_COMPOSITE_WEIGHTS,
-    _mean,
     chance_summary,
     char_accuracy_summary,
     composite_summary,
@@ -57,14 +53,10 @@ from pytest_llmeval.summaries import (
     summarize,
     unparsed_summary,
 )
-from pytest_llmeval.training import TrainingLog, analyse, downsample
 
 SCHEMA_VERSION = 2
 # Gate verdicts from worst to best: the most degraded out-of-domain benchmark is the worst verdict first.
 _SEVERITY = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, None: 4}
-# Points each training curve keeps in results.json (training.downsample): more than a page-wide chart can
-# show, and a log of 100k steps does not make results.json a copy of itself.
-MAX_CURVE_POINTS = 500
 
 
 class NotRun(TypedDict):
@@ -417,62 +409,6 @@ def _common(
         "not_run": not_run_order(not_run),
         "timestamp": timestamp,
     }
-
-
-def training_entry(
-    log: TrainingLog,
-    *,
-    found: str,
-    window: int,
-    gates: Mapping[str, Mapping[str, Any]],
-    max_points: int = MAX_CURVE_POINTS,
-) -> dict[str, Any]:
-    """A column's `training` in results.json: which log, training.analyse()'s numbers, its gates' verdicts,
-    and the curves (downsampled; the points the report marks kept), so that the HTML report is rebuilt
-    from results.json alone. Values that are not finite (a NaN loss a log may hold) are null: JSON has none.
-
-    found: how the log was found ("--llmeval-training-log", or "adapter folder").
-    """
-    analysis = analyse(log, window=window)
-    # The steps the report marks on the loss chart: where the loss converged, where overfitting began.
-    steps = (analysis["convergence_step"], analysis["overfitting"]["onset_step"])
-    marked = {step for step in steps if step is not None}
-    norms = [
-        (step, norm)
-        for step, norm in zip(log.steps, log.grad_norm, strict=True)
-        if norm is not None and math.isfinite(norm)
-    ]
-    curves = {
-        "loss": downsample(list(zip(log.steps, log.loss, strict=True)), max_points, keep=marked),
-        "eval_loss": downsample(
-            list(zip(log.eval_steps, log.eval_loss, strict=True)), max_points, keep=marked
-        ),
-        "grad_norm": downsample(norms, max_points, keep=set(analysis["grad_norm"]["spikes"])),
-    }
-    entry = {
-        "log": str(log.source),
-        "found": found,
-        "window": window,
-        **analysis,
-        "gates": {name: dict(verdict) for name, verdict in gates.items()},
-        "curves": {
-            "max_points": max_points,
-            # [step, value] pairs, in step order.
-            **{name: [[step, value] for step, value in points] for name, points in curves.items()},
-        },
-    }
-    return cast(dict[str, Any], _finite(entry))
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every float that is not finite replaced by None, in nested dicts and lists."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _adapter_meta(meta: Mapping[str, Any], column: str) -> dict[str, Any]:
@@ -847,120 +783,6 @@ def adapter_effect(records: Sequence[Mapping[str, Any]], who: str = ADAPTER) -> 
 NO_EFFECT = "its outputs equal the base's on every row (adapter_effect: none): is the adapter applied?"
 
 
-PLAIN_TAGS = "tag"  # the slice group of tags without a key ("edge", "negation")
-
-
-def slices_of(tags: Iterable[str]) -> list[tuple[str, str]]:
-    """A row's slices: `key:value` tags group by key (`domain:film` is slice film of domain), plain tags
-    are slices of the group "tag"."""
-    out = []
-    for tag in tags:
-        key, colon, value = tag.partition(":")
-        out.append((key, value) if colon and key and value else (PLAIN_TAGS, tag))
-    return out
-
-
-def slice_rows(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[Mapping[str, Any]]]]:
-    """Group -> slice -> the rows tagged so (in the order given)."""
-    groups: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
-    for record in records:
-        for key, value in dict.fromkeys(slices_of(record.get("tags") or [])):
-            groups.setdefault(key, {}).setdefault(value, []).append(record)
-    return groups
-
-
-def slice_comparison(
-    rows: Sequence[Mapping[str, Any]], alpha: float, column: str = ADAPTER
-) -> dict[str, Any]:
-    """One slice: its rows, each model's mean, and with two models the paired comparison on its rows."""
-    entry: dict[str, Any] = {
-        "n": len(rows),
-        "base": _mean([s for r in rows if (s := score_value(r, BASE)) is not None]),
-        "adapter": _mean([s for r in rows if (s := score_value(r, column)) is not None]),
-    }
-    adapter, base, bounded, measure = comparison_values(rows, column, BASE)
-    if adapter:
-        from pytest_llmeval.stats import compare_paired
-
-        cmp = compare_paired(adapter, base, alpha=alpha, bounded=bounded)
-        entry.update(
-            measure=measure,
-            difference=cmp.difference,
-            ci_low=cmp.ci_low,
-            ci_high=cmp.ci_high,
-            test=cmp.test,
-            p_value=cmp.p_value,
-        )
-    return entry
-
-
-def slices_summary(records: Sequence[Mapping[str, Any]], alpha: float) -> dict[str, Any] | None:
-    """Per tag group and slice, the slice's comparison (slice_comparison); None when no row has tags. An
-    adapter that wins overall can lose one category nobody looked at: here it is looked at."""
-    groups = slice_rows(records)
-    if not groups:
-        return None
-    return {
-        key: {value: slice_comparison(rows, alpha) for value, rows in sorted(values.items())}
-        for key, values in sorted(groups.items())
-    }
-
-
 def _row(record: RowRecord) -> dict[str, Any]:
     """A row as results.json shows it (the benchmark is its parent)."""
     return {k: v for k, v in record.items() if k not in ("benchmark", "cost")}
-
-
-# One row of a `rows` list per line. Python's JSON writer has no C path for indented output (it fell back
-# to the pure-Python encoder: about 1 s at 10,000 rows), while the compact writer is C; rows are also what a
-# diff of two results.json files is read by, and a row on one line diffs as one line.
-_ONE_LINE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
-_INDENT = "  "
-
-
-def document_text(document: Mapping[str, Any]) -> str:
-    """A results document as results.json holds it: UTF-8 JSON indented by two spaces, except that each
-    element of a `rows` list is on one line of its own; one trailing newline.
-
-    Strict JSON (allow_nan=False): NaN and Infinity are not JSON, and strict parsers (JavaScript's
-    JSON.parse, jq) refuse a file holding them. A non-finite value that reaches here is a bug where it
-    entered: the ValueError makes the end of the run save its rows and say so (hooks.reporting._rescue)."""
-    parts: list[str] = []
-    _write_indented(document, 0, parts, rows=False)
-    parts.append("\n")
-    return "".join(parts)
-
-
-def _write_indented(value: Any, level: int, parts: list[str], *, rows: bool) -> None:
-    """Append `value`'s text at indent `level`; `rows`: a list whose elements go one per line, compact."""
-    if isinstance(value, Mapping) and value:
-        inner = "\n" + _INDENT * (level + 1)
-        parts.append("{")
-        for index, (key, item) in enumerate(value.items()):
-            # A key that is not a string is named as json.dumps names it (True -> "true", 1 -> "1").
-            name = key if isinstance(key, str) else _ONE_LINE.encode(key)
-            parts.append(("," if index else "") + inner + _ONE_LINE.encode(name) + ": ")
-            _write_indented(item, level + 1, parts, rows=key == "rows")
-        parts.append("\n" + _INDENT * level + "}")
-    elif isinstance(value, list | tuple) and value:
-        inner = "\n" + _INDENT * (level + 1)
-        parts.append("[")
-        for index, item in enumerate(value):
-            parts.append(("," if index else "") + inner)
-            if rows:
-                parts.append(_ONE_LINE.encode(item))
-            else:
-                _write_indented(item, level + 1, parts, rows=False)
-        parts.append("\n" + _INDENT * level + "]")
-    else:
-        parts.append(_ONE_LINE.encode(value))
-
-
-def write_atomic(path: Path, document: Mapping[str, Any]) -> None:
-    """Write JSON atomically (write_text_atomic)."""
-    write_text_atomic(path, document_text(document))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write UTF-8 text atomically, with the mode a new or replaced file should have (write_bytes_atomic)."""
-    write_bytes_atomic(path, text.encode("utf-8"))

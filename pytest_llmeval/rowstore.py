@@ -121,7 +121,7 @@ class RowStore:
         """Worker: what its collection selected and deselected, gates included (the controller collects
         nothing under xdist)."""
         if self.spool is not None and self.worker_id is not None:
-            from pytest_llmeval.results import write_atomic
+            from pytest_llmeval.results_file import write_atomic
 
             write_atomic(self.spool / f"selection-{self.worker_id}.json", selection)
 

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, TypeGuard
+from typing import Any, TypedDict, TypeGuard, cast
 
 from pytest_llmeval.benchmark import JsonlDecodeError, jsonl_objects, jsonl_text
 
@@ -603,3 +603,64 @@ def assert_stable_gradients(
     raise AssertionError(
         f"{log.source}: {len(spikes)} gradient-norm spike(s), at most {max_spikes} allowed (k={k}): {listed}"
     )
+
+
+# Points each training curve keeps in results.json (training.downsample): more than a page-wide chart can
+# show, and a log of 100k steps does not make results.json a copy of itself.
+MAX_CURVE_POINTS = 500
+
+
+def training_entry(
+    log: TrainingLog,
+    *,
+    found: str,
+    window: int,
+    gates: Mapping[str, Mapping[str, Any]],
+    max_points: int = MAX_CURVE_POINTS,
+) -> dict[str, Any]:
+    """A column's `training` in results.json: which log, training.analyse()'s numbers, its gates' verdicts,
+    and the curves (downsampled; the points the report marks kept), so that the HTML report is rebuilt
+    from results.json alone. Values that are not finite (a NaN loss a log may hold) are null: JSON has none.
+
+    found: how the log was found ("--llmeval-training-log", or "adapter folder").
+    """
+    analysis = analyse(log, window=window)
+    # The steps the report marks on the loss chart: where the loss converged, where overfitting began.
+    steps = (analysis["convergence_step"], analysis["overfitting"]["onset_step"])
+    marked = {step for step in steps if step is not None}
+    norms = [
+        (step, norm)
+        for step, norm in zip(log.steps, log.grad_norm, strict=True)
+        if norm is not None and math.isfinite(norm)
+    ]
+    curves = {
+        "loss": downsample(list(zip(log.steps, log.loss, strict=True)), max_points, keep=marked),
+        "eval_loss": downsample(
+            list(zip(log.eval_steps, log.eval_loss, strict=True)), max_points, keep=marked
+        ),
+        "grad_norm": downsample(norms, max_points, keep=set(analysis["grad_norm"]["spikes"])),
+    }
+    entry = {
+        "log": str(log.source),
+        "found": found,
+        "window": window,
+        **analysis,
+        "gates": {name: dict(verdict) for name, verdict in gates.items()},
+        "curves": {
+            "max_points": max_points,
+            # [step, value] pairs, in step order.
+            **{name: [[step, value] for step, value in points] for name, points in curves.items()},
+        },
+    }
+    return cast(dict[str, Any], _finite(entry))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite replaced by None, in nested dicts and lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -25,7 +25,7 @@ from hypothesis import settings
 from locollm import validate_locollm
 
 from pytest_llmeval.models import CACHE_ENV, cache_dir
-from pytest_llmeval.results import document_text
+from pytest_llmeval.results_file import document_text
 from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 # pytester points HOME at each test's own folder, and the embedded model's converted folder lives under HOME

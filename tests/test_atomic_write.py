@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval import inputs, results
+from pytest_llmeval import inputs, results_file
 
 OLD = '{"old": "the previous results.json", "größe": "日本語"}\n'.encode()
 NEW = "".join(f'{{"row": {i}, "text": "Größe 日本語 {i}"}}\n' for i in range(2000))  # ~70 kB
@@ -32,8 +32,10 @@ NEW = "".join(f'{{"row": {i}, "text": "Größe 日本語 {i}"}}\n' for i in rang
 Writer = Callable[[Path, str], None]
 
 WRITERS: dict[str, Writer] = {
-    "results.write_text_atomic": results.write_text_atomic,
-    "results.write_atomic": lambda path, text: results.write_atomic(path, {"rows": text.splitlines()}),
+    "results_file.write_text_atomic": results_file.write_text_atomic,
+    "results_file.write_atomic": lambda path, text: results_file.write_atomic(
+        path, {"rows": text.splitlines()}
+    ),
     "inputs.write_bytes_atomic": lambda path, text: inputs.write_bytes_atomic(path, text.encode()),
 }
 
@@ -221,11 +223,11 @@ def test_a_written_file_keeps_the_mode_of_the_one_it_replaces_else_the_umask(tmp
     shared = tmp_path / "results.json"
     shared.write_text("{}")
     shared.chmod(0o644)
-    results.write_text_atomic(shared, "{}\n")
+    results_file.write_text_atomic(shared, "{}\n")
     assert stat.S_IMODE(shared.stat().st_mode) == 0o644
     old = os.umask(0o027)
     try:
-        results.write_text_atomic(tmp_path / "new.json", "{}\n")
+        results_file.write_text_atomic(tmp_path / "new.json", "{}\n")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640

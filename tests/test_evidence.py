@@ -214,7 +214,7 @@ def test_a_failing_end_of_run_keeps_the_rows_and_says_where(
 
 
 def test_results_json_is_strict_json() -> None:
-    from pytest_llmeval.results import document_text
+    from pytest_llmeval.results_file import document_text
 
     assert json.loads(document_text({"a": [1.5, None]})) == {"a": [1.5, None]}
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
@@ -228,7 +228,7 @@ def test_results_json_is_strict_json() -> None:
 def test_results_json_layout_has_one_row_per_line() -> None:
     """Indented by two spaces, as json.dumps(indent=2) would, except each row on one line of its own (the
     compact C writer; a diff of two runs reads row by row); the same document either way."""
-    from pytest_llmeval.results import document_text
+    from pytest_llmeval.results_file import document_text
 
     document = {
         "mode": "base_only",

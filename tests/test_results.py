@@ -37,7 +37,8 @@ from pytest_llmeval.records import (
     gate_record,
     row_record,
 )
-from pytest_llmeval.results import SCHEMA_VERSION, build_results, comparison_blocks, write_atomic
+from pytest_llmeval.results import SCHEMA_VERSION, build_results, comparison_blocks
+from pytest_llmeval.results_file import write_atomic
 from pytest_llmeval.scorers import Score, bleu
 from pytest_llmeval.scorers import perplexity as perplexity_scorer
 from pytest_llmeval.stats import compare_paired

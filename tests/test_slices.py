@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from helpers import jsonl, row
 
-from pytest_llmeval.results import slice_comparison, slices_of, slices_summary
+from pytest_llmeval.slices import slice_comparison, slices_of, slices_summary
 from pytest_llmeval.stats import compare_paired
 
 pytest_plugins = ["pytester"]

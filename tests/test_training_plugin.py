@@ -26,8 +26,16 @@ from pytest_llmeval import gates
 from pytest_llmeval.formatting import training_summary
 from pytest_llmeval.reporting.html import html_report
 from pytest_llmeval.reporting.summary import summary_lines
-from pytest_llmeval.results import MAX_CURVE_POINTS, training_entry
-from pytest_llmeval.training import LOG_NAME, STATE_NAME, TrainingLog, analyse, downsample, read_log
+from pytest_llmeval.training import (
+    LOG_NAME,
+    MAX_CURVE_POINTS,
+    STATE_NAME,
+    TrainingLog,
+    analyse,
+    downsample,
+    read_log,
+    training_entry,
+)
 
 # --- downsampling ------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_llmeval import history
 from pytest_llmeval.inputs import path_clashes
-from pytest_llmeval.results import write_text_atomic
+from pytest_llmeval.results_file import write_text_atomic
 from pytest_llmeval.results_reader import ResultsFileError, read_results
 
 # Help text is wrapped here, not by argparse: its formatter either wraps everything (and runs the exit-status

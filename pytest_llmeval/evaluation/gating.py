@@ -15,10 +15,11 @@ from pytest_llmeval.evaluation.prompting import Prompter
 from pytest_llmeval.history import Baselines, Identity
 from pytest_llmeval.planning import RowPlan, RunPlan
 from pytest_llmeval.records import ADAPTER, BASE, RowRecord, as_metric, evaluated_value, partner, score
-from pytest_llmeval.results import comparison_blocks, previous_comparison, training_entry
+from pytest_llmeval.results import comparison_blocks, previous_comparison
 from pytest_llmeval.roster import Member
 from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.run_options import RunOptions, TrainingEvidence
+from pytest_llmeval.training import training_entry
 
 
 def _evidence(records: Sequence[RowRecord], scored: int) -> gates.Evidence:
@@ -275,7 +276,7 @@ class GateRunner:
         slice judged, is significant (a 3-row slice dropping by chance fails nothing); the gate is the
         worst of the whole benchmark's verdict and the slices'."""
         from pytest_llmeval.formatting import p_value
-        from pytest_llmeval.results import slice_comparison, slice_rows
+        from pytest_llmeval.slices import slice_comparison, slice_rows
         from pytest_llmeval.stats import holm
 
         opts = self.options.gate_options
@@ -375,7 +376,7 @@ class GateRunner:
         raise ValueError(f"unknown training gate {gate!r} (known: {', '.join(gates.TRAINING_GATES)})")
 
     def training_meta(self, column: str) -> dict[str, Any] | None:
-        """A column's results.json `training` (results.training_entry); None without a training log. The
+        """A column's results.json `training` (training.training_entry); None without a training log. The
         gates' verdicts are the ones its gate items give (computed alike, from the same log)."""
         evidence = self.training_logs.get(column)
         if evidence is None:

@@ -144,7 +144,7 @@ def write_or_fallback(
     whatever was computed is kept, and the one-line error names where. `forbidden`: paths that are inputs
     of the run (with the option naming them), never written, whatever is asked.
     """
-    from pytest_llmeval.results import write_text_atomic
+    from pytest_llmeval.results_file import write_text_atomic
 
     if forbidden and path.resolve() in forbidden:
         why = forbidden[path.resolve()]

@@ -383,7 +383,7 @@ def _write_document(
 ) -> Path | None:
     """Write a results document (write_or_fallback); where it went, or None when it could be written
     nowhere (the failure says so, and a file already at `path` is not this run's)."""
-    from pytest_llmeval.results import document_text
+    from pytest_llmeval.results_file import document_text
 
     before = len(failures)
     written = write_or_fallback(path, document_text(document), what, failures, forbidden)
