@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval import gates
+from pytest_llmeval import gates, held_out
 from pytest_llmeval.backends.base import Backend
 from pytest_llmeval.backends.saved import SavedBackend
 from pytest_llmeval.benchmark import Benchmark
@@ -162,7 +162,7 @@ class Evaluator:
     ) -> tuple[gates.Verdict, dict[str, Any] | None]:
         return self.gating.evaluate_gate(benchmark, name, column, metric)
 
-    def training_rows(self) -> list[gates.TrainingRow]:
+    def training_rows(self) -> list[held_out.TrainingRow]:
         return self.gating.training_rows()
 
     def training_gates(self) -> list[tuple[Member, str]]:

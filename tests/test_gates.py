@@ -18,18 +18,15 @@ from pytest_llmeval.benchmark import Case, load_benchmark
 from pytest_llmeval.gates import (
     _EPS,
     GATES,
-    TrainingRow,
     Verdict,
-    _NgramIndex,
     better_than_base,
     difficulty_mix,
     edge_cases,
-    held_out,
-    load_training_data,
     no_degradation,
     no_regression,
     size,
 )
+from pytest_llmeval.held_out import TrainingRow, _NgramIndex, held_out, load_training_data
 from pytest_llmeval.prompts import Example
 from pytest_llmeval.scorers import SCORERS
 from pytest_llmeval.stats import PairedComparison, compare_paired

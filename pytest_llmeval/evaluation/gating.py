@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from pytest_llmeval import gates
+from pytest_llmeval import gates, held_out
 from pytest_llmeval.comparisons import comparison_values
 from pytest_llmeval.evaluation.prompting import Prompter
 from pytest_llmeval.history import Baselines, Identity
@@ -57,7 +57,7 @@ class GateRunner:
         # out once.
         self.training_logs = training_logs
         self._family: list[dict[str, Any]] | None = None  # the comparisons that decide gates (gate_family())
-        self._training: list[gates.TrainingRow] | None = None
+        self._training: list[held_out.TrainingRow] | None = None
         self._training_meta: dict[str, dict[str, Any]] = {}
 
     def gate_family(self) -> list[dict[str, Any]]:
@@ -140,7 +140,7 @@ class GateRunner:
             # benchmark's own rows, when they are the pool, are checked as rows).
             prompt = self.prompter.benchmark_prompts.get(benchmark)
             pool = () if prompt is None or prompt.pool is None else prompt.pool
-            return gates.held_out(bench.cases, self.training_rows(), examples=pool), None
+            return held_out.held_out(bench.cases, self.training_rows(), examples=pool), None
         # The comparison gates need the scored rows.
         wanted = self.rowplan.rows_of(benchmark)
         records, missing = self.store.records_for(wanted)
@@ -344,11 +344,11 @@ class GateRunner:
         infos = [ref.benchmark for ref in self.rowplan.rows.values()]
         return gates.out_of_domain_required(gates.run_domains(infos, member.side), who=member.name)
 
-    def training_rows(self) -> list[gates.TrainingRow]:
+    def training_rows(self) -> list[held_out.TrainingRow]:
         """The adapter's training data (GateOptions.train_data), read once for every held_out gate."""
         if self._training is None:
             path = self.options.gate_options.train_data
-            self._training = [] if path is None else gates.load_training_data(path)
+            self._training = [] if path is None else held_out.load_training_data(path)
         return self._training
 
     def training_gates(self) -> list[tuple[Member, str]]:
