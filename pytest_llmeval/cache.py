@@ -78,6 +78,7 @@ _ROW_TO_REQUEST = (
 CODE_PATHS = (
     *_ROW_TO_REQUEST,
     "backends/local.py",
+    "backends/weights.py",
     "models.py",
     "perplexity.py",
     "continuations.py",

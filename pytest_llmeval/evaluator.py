@@ -34,8 +34,8 @@ from pytest_llmeval.rowstore import RowStore
 from pytest_llmeval.run_options import RunOptions, TrainingEvidence
 
 if TYPE_CHECKING:
-    from pytest_llmeval.backends.local import ModelShelf
     from pytest_llmeval.backends.served import ServedLLM
+    from pytest_llmeval.backends.weights import ModelShelf
     from pytest_llmeval.models import LLM
 
 

@@ -42,8 +42,8 @@ from pytest_llmeval.scorers import SCORERS
 
 if TYPE_CHECKING:
     from pytest_llmeval.backends.caching import Cached
-    from pytest_llmeval.backends.local import ModelShelf
     from pytest_llmeval.backends.served import ServedLLM
+    from pytest_llmeval.backends.weights import ModelShelf
     from pytest_llmeval.models import LLM
 
 
@@ -123,9 +123,9 @@ class Producer:
 
     def shelf(self) -> ModelShelf:
         """The models loaded here by name beside the columns (a judge, --llmeval-ppl-model), whatever the
-        backend: backends.local.ModelShelf."""
+        backend: backends.weights.ModelShelf."""
         if self._shelf is None:
-            from pytest_llmeval.backends.local import ModelShelf
+            from pytest_llmeval.backends.weights import ModelShelf
 
             self._shelf = ModelShelf(self.options.spec)
         return self._shelf
