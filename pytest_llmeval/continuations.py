@@ -198,14 +198,12 @@ def _context_batches(
     current: list[tuple[tuple[int, ...], list[int]]] = []
     for context, members in _prefix_order(contexts, continuations):
         candidate = [*current, (context, members)]
-        choices = [i for _, m in candidate for i in m]
         if batch_size is not None:
-            fits = len(choices) <= batch_size
+            fits = sum(len(m) for _, m in candidate) <= batch_size
         else:
             shared = shared_prefix_length([c for c, _ in candidate], minimum=0)
             width = max(len(c) for c, _ in candidate) - shared
-            # A row's choices are packed after its context (_score_shared), all but their last tokens.
-            tail = max(sum(len(continuations[i]) - 1 for i in m) for _, m in candidate)
+            tail = max(_packed_width(m, continuations) for _, m in candidate)
             fits = len(candidate) * (width + tail) <= budget
         if current and not fits:
             batches.append(current)
@@ -214,6 +212,12 @@ def _context_batches(
     if current:
         batches.append(current)
     return batches
+
+
+def _packed_width(members: Sequence[int], continuations: Sequence[Sequence[int]]) -> int:
+    """Positions a context's choices take packed after it (_score_shared): each choice's tokens but its last,
+    which is only predicted."""
+    return sum(len(continuations[i]) - 1 for i in members)
 
 
 def _prefix_order(
@@ -245,7 +249,7 @@ def _prefix_order(
     # first, so that a batch holds contexts of like length (rows with few-shot examples drawn per row share
     # nothing past the common prefix, and token order would pad short contexts to long ones).
     def length(item: tuple[tuple[int, ...], list[int]]) -> int:
-        return len(item[0]) + sum(len(continuations[i]) - 1 for i in item[1])
+        return len(item[0]) + _packed_width(item[1], continuations)
 
     groups.sort(key=lambda group: -max(length(item) for item in group))
     return [item for group in groups for item in sorted(group, key=lambda it: -length(it))]
